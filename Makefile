@@ -1,0 +1,42 @@
+# Every target creates the virtual environment it needs (.venv, under the repo).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+PYTEST_ARGS ?=
+
+.PHONY: venv demo test lint unit bench sandbox-up sandbox-down clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip check
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/accelops demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy shared
+
+test: lint
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+unit: $(STAMP)
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(PY) -m tests.bench
+
+sandbox-up: $(STAMP)
+	$(VENV)/bin/accelops sandbox up
+
+sandbox-down: $(STAMP)
+	$(VENV)/bin/accelops sandbox down
+
+clean:
+	rm -rf $(VENV) .sandbox bench-results .mypy_cache .ruff_cache

@@ -1,0 +1,28 @@
+"""Cloud Run function entry points.
+
+Each entry point is thin: it hands its CloudEvent to one core function in
+``shared`` and returns (ack) or raises (retry). Imports happen inside the entry
+points so a function instance loads only what its own event needs: the cold start
+of a Cloud Run function is dominated by import time, and the Kubernetes and Google
+clients cost hundreds of milliseconds each.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import functions_framework
+
+if TYPE_CHECKING:
+    from cloudevents.http import CloudEvent
+
+__all__ = ["submit_job"]
+
+
+@functions_framework.cloud_event
+def submit_job(cloud_event: CloudEvent) -> None:
+    """A job request published to Pub/Sub → a Kueue-queued JobSet."""
+    from shared.handler import handle_pubsub
+    from shared.jobs.submit import submit_message
+
+    handle_pubsub(cloud_event, submit_message, "submit_job")

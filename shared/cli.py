@@ -1,0 +1,181 @@
+"""The ``accelops`` command line.
+
+Commands import what they need when they run, so ``accelops catalogue`` does not
+pay for the Pub/Sub client and ``accelops jobs render`` publishes nothing.
+Errors print one line naming the problem and exit non-zero; tracebacks are kept
+for bugs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from shared.errors import AccelopsError, PermanentError
+
+__all__ = ["main"]
+
+
+def _read_request(path: str) -> tuple[bytes, Any]:
+    """The file's bytes and its JSON, or PermanentError saying what is wrong."""
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise PermanentError(f"cannot read {path}: {exc.strerror}") from exc
+    try:
+        return data, json.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise PermanentError(f"{path} is not UTF-8 text") from exc
+    except json.JSONDecodeError as exc:
+        raise PermanentError(
+            f"{path} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        ) from exc
+
+
+def _config(args: argparse.Namespace) -> Any:
+    from shared.config import Settings, load_config
+    from shared.errors import ConfigError
+
+    source = args.config or Settings.from_env().config_source
+    if not source:
+        raise ConfigError("no configuration: pass --config FILE or set ACCELOPS_CONFIG")
+    return load_config(source)
+
+
+def cmd_catalogue(args: argparse.Namespace) -> int:
+    from shared.tpu import catalogue
+
+    rows = [("type", "accelerator", "topology", "machine type", "VMs", "chips/VM", "chips")]
+    rows += [(s.type, s.accelerator, s.topology, s.machine_type, str(s.vms),
+              str(s.chips_per_vm), str(s.chips)) for s in catalogue()]
+    if args.json:
+        keys = ["type", "accelerator", "topology", "machine_type", "vms", "chips_per_vm",
+                "chips"]
+        print(json.dumps([dict(zip(keys, (r[0], r[1], r[2], r[3], int(r[4]), int(r[5]),
+                                          int(r[6])), strict=True)) for r in rows[1:]],
+                         indent=2))
+        return 0
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True))
+              .rstrip())
+    return 0
+
+
+def cmd_jobs_render(args: argparse.Namespace) -> int:
+    import yaml
+
+    from shared.jobs.policy import check_policy
+    from shared.jobs.render import render_jobset
+    from shared.jobs.request import parse_job_request
+
+    _, raw = _read_request(args.file)
+    request = parse_job_request(raw)
+    admission = check_policy(request, _config(args))
+    request_id = request.request_id or args.request_id
+    print(yaml.safe_dump(render_jobset(admission, request_id), sort_keys=False), end="")
+    return 0
+
+
+def cmd_jobs_submit(args: argparse.Namespace) -> int:
+    import os
+
+    from shared import pubsub
+    from shared.config import Settings
+    from shared.jobs.request import parse_job_request
+
+    data, raw = _read_request(args.file)
+    if not args.no_validate:
+        parse_job_request(raw)  # fail here, not in a rejection record, on obvious mistakes
+    project = args.project or Settings.from_env().project
+    if not project:
+        raise PermanentError("no project: pass --project or set ACCELOPS_PROJECT")
+    topic = args.topic
+    if topic is None:
+        topic = _config(args).topics.job_requests if (
+            args.config or os.environ.get("ACCELOPS_CONFIG")) else "job-requests"
+    message_id = pubsub.publish(project, topic, data)
+    target = os.environ.get("PUBSUB_EMULATOR_HOST") or "Pub/Sub"
+    print(f"published {args.file} to {pubsub.topic_path(project, topic)} on {target}: "
+          f"message id {message_id}")
+    return 0
+
+
+def cmd_sandbox(args: argparse.Namespace) -> int:
+    from sandbox import runner
+
+    return runner.main(args)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from sandbox import demo
+
+    return demo.main(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="accelops",
+        description="Event-driven automation for AI accelerators on GKE.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    cat = sub.add_parser("catalogue", help="print the TPU slice shapes accelops knows")
+    cat.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    cat.set_defaults(func=cmd_catalogue)
+
+    jobs = sub.add_parser("jobs", help="job requests").add_subparsers(
+        dest="jobs_command", required=True, metavar="ACTION")
+    render = jobs.add_parser("render", help="print the JobSet a request becomes; publishes nothing")
+    render.add_argument("file", help="job request JSON file")
+    render.add_argument("--config", help="config YAML (default: $ACCELOPS_CONFIG)")
+    render.add_argument("--request-id", default="local-render",
+                        help="request id when the file has none (default: local-render)")
+    render.set_defaults(func=cmd_jobs_render)
+    submit = jobs.add_parser("submit", help="publish a request to the job-requests topic")
+    submit.add_argument("file", help="job request JSON file")
+    submit.add_argument("--project", help="Pub/Sub project (default: $ACCELOPS_PROJECT)")
+    submit.add_argument("--topic", help="topic id (default: the config's, else job-requests)")
+    submit.add_argument("--config", help="config YAML (default: $ACCELOPS_CONFIG)")
+    submit.add_argument("--no-validate", action="store_true",
+                        help="publish even if the request does not validate locally")
+    submit.set_defaults(func=cmd_jobs_submit)
+
+    sandbox = sub.add_parser("sandbox", help="the local sandbox: up, down, status, env")
+    sandbox.add_argument("action", choices=["up", "down", "status", "env"])
+    sandbox.add_argument("--state-dir", help="where the sandbox keeps its state (default: .sandbox)")
+    sandbox.add_argument("--foreground", action="store_true",
+                         help="with up: stay in the foreground until interrupted")
+    sandbox.set_defaults(func=cmd_sandbox)
+
+    demo = sub.add_parser("demo", help="run the demo scenario on a fresh sandbox")
+    demo.add_argument("--state-dir", help="sandbox state directory (default: a temporary one)")
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        result: int = args.func(args)
+    except AccelopsError as exc:
+        where = f" [{exc.field}]" if exc.field else ""
+        print(f"accelops: error{where}: {exc.message}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # Output piped into head(1) and friends: stop quietly, like coreutils.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,202 @@
+"""Configuration: the environment (where to act) and the YAML file (team policy).
+
+The environment variables are a public contract (see the README): they say which
+cluster to act on and which local endpoints stand in for Google services. The YAML
+file, named by ``ACCELOPS_CONFIG`` as a local path or a ``gs://`` URI, carries team
+policy. Both are parsed at the boundary into typed models whose errors name the bad
+key, and the file is cached per process (re-read when it changes, or after a minute
+for ``gs://``) so warm invocations pay nothing for it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from shared.errors import ConfigError
+
+__all__ = [
+    "AccelopsConfig",
+    "Settings",
+    "TeamPolicy",
+    "Topics",
+    "format_validation_error",
+    "load_config",
+    "parse_config",
+]
+
+_RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+_GS_CACHE_SECONDS = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Where to act, read from the environment on every call (cheap)."""
+
+    config_source: str | None
+    project: str | None
+    location: str | None
+    cluster: str | None
+    kubeconfig: str | None
+    gke_endpoint: str | None
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if environ is None else environ
+
+        def get(key: str) -> str | None:
+            value = env.get(key, "").strip()
+            return value or None
+
+        return cls(
+            config_source=get("ACCELOPS_CONFIG"),
+            project=get("ACCELOPS_PROJECT"),
+            location=get("ACCELOPS_LOCATION"),
+            cluster=get("ACCELOPS_CLUSTER"),
+            kubeconfig=get("KUBECONFIG"),
+            gke_endpoint=get("ACCELOPS_GKE_ENDPOINT"),
+        )
+
+    def require(self, *names: str) -> None:
+        """Raise ConfigError naming every listed setting that is unset."""
+        env_names = {
+            "config_source": "ACCELOPS_CONFIG",
+            "project": "ACCELOPS_PROJECT",
+            "location": "ACCELOPS_LOCATION",
+            "cluster": "ACCELOPS_CLUSTER",
+        }
+        missing = [env_names.get(n, n) for n in names if getattr(self, n) is None]
+        if missing:
+            raise ConfigError(
+                f"environment variable {', '.join(missing)} must be set", field=missing[0]
+            )
+
+
+class TeamPolicy(BaseModel):
+    """What one team may submit, and where its JobSets go."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    namespace: str
+    queue: str
+    tpu_types: tuple[str, ...] | None = None
+    max_slices: Annotated[int, Field(ge=1)] | None = None
+    image_prefixes: tuple[str, ...] | None = None
+
+    @field_validator("namespace", "queue")
+    @classmethod
+    def _rfc1123(cls, value: str) -> str:
+        if not _RFC1123_LABEL.match(value):
+            raise ValueError(
+                f"{value!r} is not a valid Kubernetes name "
+                "(lowercase letters, digits and '-', at most 63 characters)"
+            )
+        return value
+
+    @field_validator("tpu_types")
+    @classmethod
+    def _normalise_types(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        return None if value is None else tuple(t.strip().lower() for t in value)
+
+
+class Topics(BaseModel):
+    """Pub/Sub topic ids (in ``ACCELOPS_PROJECT``) accelops publishes to."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    job_requests: str = "job-requests"
+    rejections: str = "job-rejections"
+
+
+class AccelopsConfig(BaseModel):
+    """The YAML configuration file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    teams: dict[str, TeamPolicy] = Field(default_factory=dict)
+    topics: Topics = Field(default_factory=Topics)
+
+
+def format_validation_error(exc: ValidationError, prefix: str = "") -> tuple[str, str, str]:
+    """(message, field, rule) for a pydantic error, naming every bad key by its dotted path."""
+    parts: list[str] = []
+    first_field, first_rule = "", ""
+    for error in exc.errors(include_url=False):
+        field = ".".join(str(p) for p in (prefix, *error["loc"]) if p != "")
+        rule = error["msg"]
+        if error["type"] == "extra_forbidden":
+            rule = "unknown field (not allowed)"
+        parts.append(f"{field or '<root>'}: {rule}")
+        if not first_field:
+            first_field, first_rule = field or "<root>", rule
+    return "; ".join(parts), first_field, first_rule
+
+
+def parse_config(text: str, source: str = "<config>") -> AccelopsConfig:
+    """Parse YAML text into the configuration, or raise ConfigError naming the key."""
+    try:
+        raw: Any = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{source}: not valid YAML: {exc}", field="<root>") from exc
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping", field="<root>")
+    try:
+        return AccelopsConfig.model_validate(raw)
+    except ValidationError as exc:
+        message, field, rule = format_validation_error(exc)
+        raise ConfigError(f"{source}: {message}", field=field, rule=rule) from exc
+
+
+@dataclass(slots=True)
+class _Cached:
+    config: AccelopsConfig
+    stamp: float
+    loaded_at: float
+
+
+_cache: dict[str, _Cached] = {}
+_cache_lock = threading.Lock()
+
+
+def load_config(source: str) -> AccelopsConfig:
+    """Load (and cache) the configuration from a local path or a ``gs://`` URI.
+
+    Raises ConfigError when the file is missing or invalid; TransientError (from the
+    storage adapter) when Cloud Storage cannot be reached.
+    """
+    now = time.monotonic()
+    if source.startswith("gs://"):
+        with _cache_lock:
+            hit = _cache.get(source)
+        if hit is not None and now - hit.loaded_at < _GS_CACHE_SECONDS:
+            return hit.config
+        from shared import storage  # lazily: only gs:// configs pay for the client
+
+        config = parse_config(storage.read_text(source), source)
+        stamp = now
+    else:
+        path = Path(source)
+        try:
+            stamp = path.stat().st_mtime
+        except OSError as exc:
+            raise ConfigError(f"config file {source} cannot be read: {exc.strerror}",
+                              field="ACCELOPS_CONFIG") from exc
+        with _cache_lock:
+            hit = _cache.get(source)
+        if hit is not None and hit.stamp == stamp:
+            return hit.config
+        config = parse_config(path.read_text(encoding="utf-8"), source)
+    with _cache_lock:
+        _cache[source] = _Cached(config, stamp, now)
+    return config

@@ -1,0 +1,82 @@
+"""Domain errors that decide what happens to an event.
+
+Every handler ends in one of three ways: it returns (the platform acknowledges the
+event), it raises a :class:`TransientError` (the platform retries with backoff and
+eventually dead-letters), or it raises a :class:`PermanentError` (the entry point
+acknowledges the event, records why it was refused and creates nothing).
+
+Adapters translate SDK exceptions into these types at their boundary and chain the
+cause with ``raise ... from exc`` so business code never sees a vendor type.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "AccelopsError",
+    "ConfigError",
+    "ConflictError",
+    "NotFoundError",
+    "OperationInProgressError",
+    "PermanentError",
+    "RateLimitedError",
+    "TransientError",
+    "UnavailableError",
+]
+
+
+class AccelopsError(Exception):
+    """Base class of every error accelops raises on purpose."""
+
+    #: Whether the platform should redeliver the event that caused this error.
+    retry: bool = False
+
+    def __init__(self, message: str, *, field: str | None = None, rule: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.rule = rule
+
+    def as_fields(self) -> dict[str, str]:
+        """The error as structured log fields."""
+        fields = {"error": type(self).__name__, "reason": self.message}
+        if self.field is not None:
+            fields["field"] = self.field
+        if self.rule is not None:
+            fields["rule"] = self.rule
+        return fields
+
+
+class PermanentError(AccelopsError):
+    """Bad input or a state that retrying cannot fix: acknowledge and record why."""
+
+    retry = False
+
+
+class TransientError(AccelopsError):
+    """A failure that may pass (5xx, 429, timeouts, busy resources): retry later."""
+
+    retry = True
+
+
+class ConfigError(PermanentError):
+    """The configuration file or environment is invalid; the message names the key."""
+
+
+class NotFoundError(PermanentError):
+    """The object asked for does not exist."""
+
+
+class ConflictError(PermanentError):
+    """The object exists already, or exists with other content."""
+
+
+class UnavailableError(TransientError):
+    """The remote service could not be reached or answered 5xx."""
+
+
+class RateLimitedError(TransientError):
+    """The remote service answered 429 or a quota error."""
+
+
+class OperationInProgressError(TransientError):
+    """GKE refuses a change because another operation is running on the resource."""

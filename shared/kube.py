@@ -1,0 +1,250 @@
+"""Kubernetes access: the one module that imports the ``kubernetes`` client.
+
+One :class:`KubeClient` per process (built on first use, reused by warm
+invocations) talks to the cluster named by the environment: from ``KUBECONFIG``
+when it is set, otherwise from GKE endpoint discovery (the Container API's
+``get_cluster`` for endpoint and CA, a Google access token refreshed before it
+expires).
+
+Objects are plain dicts addressed by :class:`Resource`, so built-in kinds and
+custom resources (JobSets, Kueue objects) go through one generic path built on the
+client's own request machinery (auth, TLS, serialisation). Every client error is
+translated here into a domain error: 404 → NotFoundError, 409 → ConflictError,
+400/422 → PermanentError, 429 → RateLimitedError, 401/403/5xx and connection
+failures → TransientError, so business code decides ack or retry without knowing
+the client.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from shared.config import Settings
+from shared.errors import (
+    AccelopsError,
+    ConflictError,
+    NotFoundError,
+    PermanentError,
+    RateLimitedError,
+    TransientError,
+    UnavailableError,
+)
+from shared.log import get_logger
+
+__all__ = ["JOBSETS", "NAMESPACES", "KubeClient", "Resource", "get_client", "reset_client"]
+
+log = get_logger("accelops.kube")
+
+# Fail fast: Pub/Sub redelivers with backoff, so a hung connection only wastes the
+# ack deadline. (connect, read) seconds.
+REQUEST_TIMEOUT = (3.0, 20.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Resource:
+    """A Kubernetes resource type, addressed the way the REST API paths are."""
+
+    group: str
+    version: str
+    plural: str
+    namespaced: bool = True
+
+    def path(self, namespace: str | None = None, name: str | None = None,
+             subresource: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace is not None:
+            base += f"/namespaces/{quote(namespace, safe='')}"
+        base += f"/{self.plural}"
+        if name is not None:
+            base += f"/{quote(name, safe='')}"
+        if subresource is not None:
+            base += f"/{subresource}"
+        return base
+
+
+JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets")
+NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
+
+
+class KubeClient:
+    """Generic CRUD and server-side apply over one ``kubernetes.client.ApiClient``."""
+
+    def __init__(self, api_client: Any) -> None:
+        self._api = api_client
+
+    @property
+    def host(self) -> str:
+        return str(self._api.configuration.host)
+
+    def get(self, resource: Resource, name: str, namespace: str | None = None) -> dict[str, Any]:
+        """The object; raises NotFoundError when it does not exist."""
+        return self._request("GET", resource.path(namespace, name))
+
+    def find(self, resource: Resource, name: str,
+             namespace: str | None = None) -> dict[str, Any] | None:
+        """The object, or None when it does not exist."""
+        try:
+            return self.get(resource, name, namespace)
+        except NotFoundError:
+            return None
+
+    def list(self, resource: Resource, namespace: str | None = None, *,
+             label_selector: str | None = None) -> list[dict[str, Any]]:
+        query = [("labelSelector", label_selector)] if label_selector else []
+        body = self._request("GET", resource.path(namespace), query=query)
+        items: list[dict[str, Any]] = body.get("items") or []
+        return items
+
+    def create(self, resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
+        namespace = obj.get("metadata", {}).get("namespace")
+        return self._request("POST", resource.path(namespace), body=obj)
+
+    def apply(self, resource: Resource, obj: dict[str, Any], *, field_manager: str,
+              force: bool = False) -> dict[str, Any]:
+        """Server-side apply: create the object when absent, merge our fields when present."""
+        meta = obj["metadata"]
+        query: list[tuple[str, Any]] = [("fieldManager", field_manager)]
+        if force:
+            query.append(("force", "true"))
+        return self._request(
+            "PATCH", resource.path(meta.get("namespace"), meta["name"]), query=query,
+            body=obj, content_type="application/apply-patch+yaml",
+        )
+
+    def delete(self, resource: Resource, name: str, namespace: str | None = None) -> None:
+        """Delete the object; an object already gone counts as deleted."""
+        try:
+            self._request("DELETE", resource.path(namespace, name),
+                          body={"propagationPolicy": "Background"})
+        except NotFoundError:
+            pass
+
+    def _request(self, method: str, path: str, *, query: list[tuple[str, Any]] | None = None,
+                 body: Any = None, content_type: str | None = None) -> dict[str, Any]:
+        headers = {"Accept": "application/json",
+                   "Content-Type": content_type or "application/json"}
+        with _translated(f"{method} {path}"):
+            serialized = self._api.param_serialize(
+                method=method, resource_path=path, query_params=query or [],
+                header_params=headers, body=body, auth_settings=["BearerToken"],
+            )
+            response = self._api.call_api(*serialized, _request_timeout=REQUEST_TIMEOUT)
+            response.read()
+            result = self._api.response_deserialize(response, {"2XX": "object"}).data
+        if isinstance(result, (bytes, str)):
+            result = json.loads(result or "{}")
+        return result if isinstance(result, dict) else {}
+
+
+def _status_message(body: Any) -> str:
+    try:
+        status = json.loads(body) if isinstance(body, (str, bytes)) else None
+    except ValueError:
+        status = None
+    if isinstance(status, dict) and status.get("message"):
+        return str(status["message"])
+    return str(body or "")[:300]
+
+
+@contextmanager
+def _translated(what: str) -> Iterator[None]:
+    """Turn the client's exceptions into domain errors, keeping the cause."""
+    import urllib3
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        yield
+    except ApiException as exc:
+        code = int(exc.status or 0)
+        message = f"{what}: {code} {_status_message(exc.body)}"
+        error: AccelopsError
+        if code == 404:
+            error = NotFoundError(message)
+        elif code == 409:
+            error = ConflictError(message)
+        elif code == 429:
+            error = RateLimitedError(message)
+        elif code in (400, 422):
+            error = PermanentError(message)
+        else:
+            # 401/403 may be an RBAC or token problem an operator fixes; 5xx passes.
+            error = UnavailableError(message)
+        raise error from exc
+    except (urllib3.exceptions.HTTPError, OSError) as exc:
+        raise UnavailableError(f"{what}: Kubernetes API unreachable: {exc}") from exc
+
+
+# --- building the client -------------------------------------------------------------
+
+_client: KubeClient | None = None
+_client_key: tuple[str | None, ...] | None = None
+_lock = threading.Lock()
+
+
+def get_client(settings: Settings | None = None) -> KubeClient:
+    """The process-wide client for the cluster the settings name (built once)."""
+    global _client, _client_key
+    settings = settings or Settings.from_env()
+    key = (settings.kubeconfig, settings.project, settings.location, settings.cluster,
+           settings.gke_endpoint)
+    with _lock:
+        if _client is None or key != _client_key:
+            _client = KubeClient(_build_api_client(settings))
+            _client_key = key
+        return _client
+
+
+def reset_client() -> None:
+    """Forget the cached client (tests that switch clusters)."""
+    global _client, _client_key
+    with _lock:
+        _client, _client_key = None, None
+
+
+def _build_api_client(settings: Settings) -> Any:
+    from kubernetes import client as k8s
+
+    configuration = k8s.Configuration()
+    if settings.kubeconfig:
+        from kubernetes import config as k8s_config
+
+        try:
+            k8s_config.load_kube_config(config_file=settings.kubeconfig,
+                                        client_configuration=configuration)
+        except (k8s_config.ConfigException, OSError) as exc:
+            raise TransientError(f"KUBECONFIG {settings.kubeconfig} is unusable: {exc}") from exc
+    else:
+        settings.require("project", "location", "cluster")
+        _configure_from_gke(configuration, settings)
+    # One quick retry on a dropped connection; anything longer is Pub/Sub's job.
+    configuration.retries = 1
+    log.debug("kubernetes client ready", host=configuration.host)
+    return k8s.ApiClient(configuration)
+
+
+def _configure_from_gke(configuration: Any, settings: Settings) -> None:
+    from shared import gke
+
+    endpoint = gke.cluster_endpoint(settings)
+    configuration.host = endpoint.url
+    if endpoint.ca_file:
+        configuration.ssl_ca_cert = endpoint.ca_file
+    if endpoint.token_source is not None:
+        _install_token(configuration, endpoint.token_source)
+
+
+def _install_token(configuration: Any, token_source: Callable[[], str]) -> None:
+    """Authorise requests with a token that is refreshed before each expiry."""
+
+    def refresh(cfg: Any) -> None:
+        cfg.api_key["BearerToken"] = token_source()
+
+    configuration.api_key_prefix["BearerToken"] = "Bearer"
+    configuration.api_key["BearerToken"] = token_source()
+    configuration.refresh_api_key_hook = refresh

@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from shared.config import AccelopsConfig
+from shared.jobs.policy import check_policy
+from shared.jobs.render import render_jobset
+from shared.jobs.request import parse_job_request
+
+
+def _render(body: dict[str, Any], config: AccelopsConfig, request_id: str = "m-1"):
+    return render_jobset(check_policy(parse_job_request(body), config), request_id)
+
+
+def _pod(jobset: dict[str, Any]) -> dict[str, Any]:
+    return jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+
+
+def test_a_multi_slice_request_becomes_one_replicated_job_with_a_replica_per_slice(
+    request_body, config
+):
+    jobset = _render(request_body, config)
+    assert jobset["apiVersion"] == "jobset.x-k8s.io/v1alpha2"
+    [replicated] = jobset["spec"]["replicatedJobs"]
+    assert replicated["replicas"] == 2
+    job = replicated["template"]["spec"]
+    assert job["parallelism"] == job["completions"] == 4
+    assert job["completionMode"] == "Indexed"
+
+
+@pytest.mark.parametrize(
+    ("tpu_type", "accelerator", "topology", "vms", "chips"),
+    [
+        ("v5litepod-16", "tpu-v5-lite-podslice", "4x4", 4, "4"),
+        ("v5litepod-8", "tpu-v5-lite-podslice", "2x4", 1, "8"),
+        ("v4-32", "tpu-v4-podslice", "2x2x4", 4, "4"),
+        ("v5p-128", "tpu-v5p-slice", "4x4x4", 16, "4"),
+        ("v6e-1", "tpu-v6e-slice", "1x1", 1, "1"),
+    ],
+)
+def test_pods_follow_gke_tpu_conventions(request_body, config, tpu_type, accelerator,
+                                         topology, vms, chips):
+    request_body.update(team="open", tpu={"type": tpu_type, "slices": 1})
+    jobset = _render(request_body, config)
+    job = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]
+    pod = _pod(jobset)
+    assert job["parallelism"] == vms
+    assert pod["nodeSelector"] == {
+        "cloud.google.com/gke-tpu-accelerator": accelerator,
+        "cloud.google.com/gke-tpu-topology": topology,
+    }
+    resources = pod["containers"][0]["resources"]
+    assert resources["limits"] == resources["requests"] == {"google.com/tpu": chips}
+
+
+def test_the_jobset_is_queued_in_the_team_namespace_and_local_queue(request_body, config):
+    jobset = _render(request_body, config, request_id="req-42")
+    meta = jobset["metadata"]
+    assert meta["namespace"] == "research"
+    assert meta["labels"]["kueue.x-k8s.io/queue-name"] == "research-queue"
+    assert meta["annotations"]["alpha.jobset.sigs.k8s.io/exclusive-topology"] == (
+        "cloud.google.com/gke-nodepool")
+    assert meta["annotations"]["accelops.dev/request-id"] == "req-42"
+    assert jobset["spec"]["suspend"] is True
+    assert jobset["spec"]["failurePolicy"] == {"maxRestarts": 1}
+
+
+def test_the_container_carries_only_what_the_request_allows(request_body, config):
+    container = _pod(_render(request_body, config))["containers"][0]
+    assert container["image"] == request_body["image"]
+    assert container["command"] == ["python", "train.py"]
+    assert container["args"] == ["--steps=1000"]
+    assert container["env"] == [{"name": "WANDB_MODE", "value": "offline"}]
+    assert container["securityContext"]["privileged"] is False
+    assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    assert "volumeMounts" not in container
+
+
+def test_the_pod_never_gets_a_service_account_host_access_or_volumes(request_body, config):
+    pod = _pod(_render(request_body, config))
+    for forbidden in ("serviceAccountName", "hostNetwork", "hostPID", "hostIPC", "volumes"):
+        assert forbidden not in pod
+    assert pod["automountServiceAccountToken"] is False
+
+
+def test_rendering_is_deterministic(request_body, config):
+    assert _render(request_body, config) == _render(request_body, config)
