@@ -106,15 +106,15 @@ def cmd_jobs_submit(args: argparse.Namespace) -> int:
 
 
 def cmd_sandbox(args: argparse.Namespace) -> int:
-    from sandbox import runner
+    from sandbox.runner import main as run_sandbox
 
-    return runner.main(args)
+    return run_sandbox(args)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from sandbox import demo
+    from sandbox.demo import main as run_demo
 
-    return demo.main(args)
+    return run_demo(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -147,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sandbox = sub.add_parser("sandbox", help="the local sandbox: up, down, status, env")
     sandbox.add_argument("action", choices=["up", "down", "status", "env"])
-    sandbox.add_argument("--state-dir", help="where the sandbox keeps its state (default: .sandbox)")
+    sandbox.add_argument("--state-dir",
+                         help="where the sandbox keeps its state (default: .sandbox)")
     sandbox.add_argument("--foreground", action="store_true",
                          help="with up: stay in the foreground until interrupted")
     sandbox.set_defaults(func=cmd_sandbox)

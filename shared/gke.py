@@ -74,7 +74,7 @@ def container_client(settings: Settings) -> Any:
 
                 _container = container_v1.ClusterManagerClient(
                     transport="rest",
-                    credentials=AnonymousCredentials(),
+                    credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
                     client_options=ClientOptions(api_endpoint=settings.gke_endpoint),
                 )
             else:

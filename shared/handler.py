@@ -26,7 +26,7 @@ def handle_pubsub(cloud_event: Any, core: Callable[[PubSubMessage], T],
                   function: str) -> T | None:
     """Run core on the event's Pub/Sub message; see the module docstring for outcomes."""
     configure()
-    event_id = cloud_event["id"] if "id" in cloud_event else None
+    event_id = cloud_event.get("id")
     with bind_event(event_id=event_id, function=function):
         try:
             message = parse_pubsub_event(event_id, cloud_event.data)

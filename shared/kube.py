@@ -17,6 +17,8 @@ the client.
 
 from __future__ import annotations
 
+import builtins
+import contextlib
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -95,10 +97,10 @@ class KubeClient:
             return None
 
     def list(self, resource: Resource, namespace: str | None = None, *,
-             label_selector: str | None = None) -> list[dict[str, Any]]:
+             label_selector: str | None = None) -> builtins.list[dict[str, Any]]:
         query = [("labelSelector", label_selector)] if label_selector else []
         body = self._request("GET", resource.path(namespace), query=query)
-        items: list[dict[str, Any]] = body.get("items") or []
+        items: builtins.list[dict[str, Any]] = body.get("items") or []
         return items
 
     def create(self, resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
@@ -109,7 +111,7 @@ class KubeClient:
               force: bool = False) -> dict[str, Any]:
         """Server-side apply: create the object when absent, merge our fields when present."""
         meta = obj["metadata"]
-        query: list[tuple[str, Any]] = [("fieldManager", field_manager)]
+        query: builtins.list[tuple[str, Any]] = [("fieldManager", field_manager)]
         if force:
             query.append(("force", "true"))
         return self._request(
@@ -119,14 +121,13 @@ class KubeClient:
 
     def delete(self, resource: Resource, name: str, namespace: str | None = None) -> None:
         """Delete the object; an object already gone counts as deleted."""
-        try:
+        with contextlib.suppress(NotFoundError):
             self._request("DELETE", resource.path(namespace, name),
                           body={"propagationPolicy": "Background"})
-        except NotFoundError:
-            pass
 
-    def _request(self, method: str, path: str, *, query: list[tuple[str, Any]] | None = None,
-                 body: Any = None, content_type: str | None = None) -> dict[str, Any]:
+    def _request(self, method: str, path: str, *,
+                 query: builtins.list[tuple[str, Any]] | None = None, body: Any = None,
+                 content_type: str | None = None) -> dict[str, Any]:
         headers = {"Accept": "application/json",
                    "Content-Type": content_type or "application/json"}
         with _translated(f"{method} {path}"):
@@ -215,7 +216,8 @@ def _build_api_client(settings: Settings) -> Any:
         from kubernetes import config as k8s_config
 
         try:
-            k8s_config.load_kube_config(config_file=settings.kubeconfig,
+            k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=settings.kubeconfig,
                                         client_configuration=configuration)
         except (k8s_config.ConfigException, OSError) as exc:
             raise TransientError(f"KUBECONFIG {settings.kubeconfig} is unusable: {exc}") from exc

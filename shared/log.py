@@ -73,7 +73,8 @@ class StructuredLogger:
     def exception(self, message: str, **fields: Any) -> None:
         self._log(logging.ERROR, message, fields, exc_info=True)
 
-    def _log(self, level: int, message: str, fields: dict[str, Any], exc_info: bool = False) -> None:
+    def _log(self, level: int, message: str, fields: dict[str, Any],
+             exc_info: bool = False) -> None:
         if self._logger.isEnabledFor(level):
             self._logger.log(level, message, extra={"fields": fields}, exc_info=exc_info,
                              stacklevel=3)

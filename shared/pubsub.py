@@ -31,7 +31,7 @@ def _client() -> Any:
     global _publisher
     with _lock:
         if _publisher is None:
-            from google.cloud import pubsub_v1
+            from google.cloud import pubsub_v1  # type: ignore[attr-defined]
 
             _publisher = pubsub_v1.PublisherClient()
         return _publisher

@@ -33,14 +33,14 @@ def _storage_client() -> Any:
     global _client
     with _lock:
         if _client is None:
-            from google.cloud import storage
+            from google.cloud import storage  # type: ignore[attr-defined]
 
             if os.environ.get("STORAGE_EMULATOR_HOST"):
                 from google.auth.credentials import AnonymousCredentials
 
                 _client = storage.Client(
                     project=os.environ.get("ACCELOPS_PROJECT", "local"),
-                    credentials=AnonymousCredentials(),
+                    credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
                 )
             else:
                 _client = storage.Client()

@@ -20,7 +20,8 @@ def test_defaults_fill_optional_fields():
     request = parse_job_request({"name": "a", "team": "t", "image": "img",
                                  "tpu": {"type": "v4-8"}})
     assert (request.tpu.slices, request.priority, request.max_restarts) == (1, "medium", 0)
-    assert request.command == [] and request.env == {}
+    assert request.command == []
+    assert request.env == {}
 
 
 @pytest.mark.parametrize(

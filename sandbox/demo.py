@@ -1,0 +1,175 @@
+"""``accelops demo``: job requests in, Kueue-queued JobSets out, on a fresh sandbox.
+
+The scenario publishes requests with the real google-cloud-pubsub client, lets the
+sandbox push them to ``submit_job`` exactly as Pub/Sub would, then reads the
+results back with the real Kubernetes client and prints them:
+
+* single- and multi-slice requests across TPU families (v5e, v4, v5p, v6e);
+* a duplicate delivery (the same message pushed again, as at-least-once delivery
+  does) and a second message reusing a request id: still one JobSet each;
+* an invalid request: acknowledged, nothing created, its reason on the
+  rejections topic.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import json
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+from sandbox.runner import Sandbox, SandboxError
+from sandbox.topology import FUNCTIONS, PROJECT
+
+__all__ = ["main", "run_scenario"]
+
+REQUESTS = Path(__file__).resolve().parent / "requests"
+VALID = ["llama-multislice.json", "gemma-v4.json", "mixtral-v5p.json", "serve-v6e.json"]
+INVALID = "invalid-too-many-slices.json"
+WAIT_SECONDS = 30.0
+
+
+def _publish(publisher: Any, topic: str, data: bytes) -> str:
+    return str(publisher.publish(topic, data).result(timeout=30))
+
+
+def _push_again(sandbox: Sandbox, message_id: str, data: bytes) -> int:
+    """Deliver an already delivered message once more, in Pub/Sub's push format."""
+    spec = FUNCTIONS[0]
+    envelope = {
+        "message": {"data": base64.b64encode(data).decode(), "messageId": message_id,
+                    "message_id": message_id, "attributes": {},
+                    "publishTime": "2026-01-01T00:00:00Z"},
+        "subscription": f"projects/{PROJECT}/subscriptions/{spec.subscription}",
+    }
+    request = urllib.request.Request(  # noqa: S310 - a loopback URL we started
+        sandbox.function_url(spec.target), data=json.dumps(envelope).encode(),
+        headers={"Content-Type": "application/json"}, method="POST")
+    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+        return int(response.status)
+
+
+def _jobsets() -> list[dict[str, Any]]:
+    from shared.kube import JOBSETS, get_client
+    from shared.config import Settings
+
+    return get_client(Settings.from_env()).list(JOBSETS)
+
+
+def _wait_for(predicate: Any, what: str, timeout: float = WAIT_SECONDS) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise SandboxError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.1)
+
+
+def _pull_rejections(subscriber: Any, want: int) -> list[Any]:
+    path = subscriber.subscription_path(PROJECT, "job-rejections-sandbox")
+    got: list[Any] = []
+
+    def more() -> bool:
+        response = subscriber.pull(request={"subscription": path, "max_messages": 10},
+                                   timeout=5)
+        if response.received_messages:
+            subscriber.acknowledge(request={"subscription": path, "ack_ids": [
+                m.ack_id for m in response.received_messages]})
+            got.extend(m.message for m in response.received_messages)
+        return len(got) >= want
+
+    _wait_for(more, "the rejection record")
+    return got
+
+
+def _row(jobset: dict[str, Any]) -> tuple[str, ...]:
+    meta, spec = jobset["metadata"], jobset["spec"]["replicatedJobs"][0]
+    vms = spec["template"]["spec"]["parallelism"]
+    chips_per_vm = int(spec["template"]["spec"]["template"]["spec"]["containers"][0]
+                       ["resources"]["limits"]["google.com/tpu"])
+    return (meta["name"], meta["namespace"], meta["labels"]["kueue.x-k8s.io/queue-name"],
+            meta["annotations"]["accelops.dev/tpu-type"], f"{spec['replicas']} x {vms}",
+            str(spec["replicas"] * vms * chips_per_vm))
+
+
+def _table(rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  " + "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+                     for r in rows)
+
+
+def run_scenario(sandbox: Sandbox) -> dict[str, Any]:
+    """Play the scenario on a started sandbox; returns what happened (for tests)."""
+    from google.cloud import pubsub_v1
+
+    publisher = pubsub_v1.PublisherClient()
+    subscriber = pubsub_v1.SubscriberClient()
+    topic = publisher.topic_path(PROJECT, "job-requests")
+    try:
+        print("\n1. publishing job requests to", topic)
+        sent: dict[str, tuple[str, bytes]] = {}
+        for name in VALID:
+            data = (REQUESTS / name).read_bytes()
+            request = json.loads(data)
+            sent[name] = (_publish(publisher, topic, data), data)
+            print(f"   {name:<28} {request['tpu']['type']:>13} x {request['tpu']['slices']}"
+                  f"  (team {request['team']})  message {sent[name][0]}")
+        jobsets = _wait_for(lambda: len(_jobsets()) >= len(VALID) and _jobsets(),
+                            "one JobSet per valid request")
+
+        print("\n2. at-least-once delivery")
+        message_id, data = sent[VALID[0]]
+        status = _push_again(sandbox, message_id, data)
+        print(f"   message {message_id} pushed to submit_job again: HTTP {status}")
+        again = _publish(publisher, topic, data)
+        print(f"   the same request (same request_id) published again as message {again}")
+
+        print("\n3. an invalid request")
+        bad = (REQUESTS / INVALID).read_bytes()
+        bad_id = _publish(publisher, topic, bad)
+        print(f"   {INVALID} published as message {bad_id}")
+        [rejection] = _pull_rejections(subscriber, 1)
+        time.sleep(0.5)  # give the duplicate publish time to be pushed and handled
+        jobsets = _jobsets()
+
+        print(f"\n4. JobSets in the cluster: {len(jobsets)}")
+        header = ("JobSet", "namespace", "queue", "TPU type", "slices x VMs", "chips")
+        print(_table([header] + sorted(_row(j) for j in jobsets)))
+        print("\n5. rejections topic")
+        attrs = dict(rejection.attributes)
+        print(f"   message {attrs['source_message_id']}: {attrs['rejection_reason']}")
+        print(f"   field {attrs['rejection_field']!r}, rule {attrs['rejection_rule']!r}; "
+              f"original {len(rejection.data)} bytes kept unchanged")
+        return {"jobsets": jobsets, "rejection": attrs, "duplicate_status": status,
+                "rejected_data": bytes(rejection.data)}
+    finally:
+        subscriber.close()
+        publisher.transport.close()
+
+
+def main(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="accelops-demo-") as tmp:
+        state_dir = Path(args.state_dir) if args.state_dir else Path(tmp)
+        print(f"starting the sandbox in {state_dir} ...")
+        try:
+            sandbox = Sandbox(state_dir).start()
+        except SandboxError as exc:
+            print(f"accelops demo: {exc}")
+            return 1
+        try:
+            with sandbox.client_env():
+                run_scenario(sandbox)
+        except SandboxError as exc:
+            print(f"accelops demo: {exc}\n(logs: {state_dir / 'logs'})")
+            return 1
+        finally:
+            sandbox.stop()
+    print(f"\ndemo finished in {time.monotonic() - started:.1f}s; sandbox stopped")
+    return 0

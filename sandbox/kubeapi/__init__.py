@@ -1,0 +1,53 @@
+"""The sandbox Kubernetes API: a local subset of kube-apiserver for tests and demos.
+
+The official ``kubernetes`` client works against it unchanged through a
+kubeconfig, so code under test is exercised as it runs on GKE, on machines
+with no cluster, no Docker and no kube-apiserver binary::
+
+    server = start_kube_api()
+    server.write_kubeconfig(tmp_path / "kubeconfig")
+    api = kubernetes.config.new_client_from_config(str(tmp_path / "kubeconfig"))
+    ...
+    server.faults.fail_next(2, code=503)   # next two requests fail
+    server.stop()
+
+Simulated controllers in the same process use ``server.store`` (an
+:class:`ObjectStore`) directly and ``store.subscribe`` to react to changes.
+"""
+
+from __future__ import annotations
+
+import os
+
+from sandbox.kubeapi.errors import ApiError
+from sandbox.kubeapi.faults import FaultInjector
+from sandbox.kubeapi.kubeconfig import kubeconfig_dict, write_kubeconfig
+from sandbox.kubeapi.patch import PatchType
+from sandbox.kubeapi.server import KubeApiServer
+from sandbox.kubeapi.store import Clock, DeleteResult, ObjectStore, format_timestamp
+
+__all__ = [
+    "ApiError",
+    "Clock",
+    "DeleteResult",
+    "FaultInjector",
+    "KubeApiServer",
+    "ObjectStore",
+    "PatchType",
+    "format_timestamp",
+    "kubeconfig_dict",
+    "start_kube_api",
+    "write_kubeconfig",
+]
+
+
+def start_kube_api(
+    host: str = "127.0.0.1",
+    port: int = 0,
+    *,
+    state_file: str | os.PathLike[str] | None = None,
+    clock: Clock | None = None,
+    store: ObjectStore | None = None,
+) -> KubeApiServer:
+    """Start a sandbox API in a daemon thread (port 0 = any free port) and return it."""
+    return KubeApiServer(host, port, state_file=state_file, clock=clock, store=store).start()

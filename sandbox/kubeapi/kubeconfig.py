@@ -1,0 +1,58 @@
+"""Kubeconfig files pointing the official client at the sandbox API.
+
+Code under test builds its client with ``kubernetes.config.load_kube_config``
+exactly as it does for GKE; only the file differs. The sandbox speaks plain
+HTTP on 127.0.0.1 and ignores the bearer token, which is there because the
+client (and kubectl) expect a user entry.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+DEFAULT_CONTEXT = "accelops-sandbox"
+DEFAULT_TOKEN = "sandbox-token"  # noqa: S105 - not a secret: the sandbox checks no auth
+
+
+def kubeconfig_dict(
+    server_url: str,
+    *,
+    context: str = DEFAULT_CONTEXT,
+    namespace: str | None = None,
+    token: str = DEFAULT_TOKEN,
+) -> dict[str, Any]:
+    """A kubeconfig with one cluster, one token user and one current context."""
+    context_body: dict[str, Any] = {"cluster": context, "user": context}
+    if namespace:
+        context_body["namespace"] = namespace
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "preferences": {},
+        "clusters": [{"name": context, "cluster": {"server": server_url}}],
+        "users": [{"name": context, "user": {"token": token}}],
+        "contexts": [{"name": context, "context": context_body}],
+        "current-context": context,
+    }
+
+
+def write_kubeconfig(
+    path: str | os.PathLike[str],
+    server_url: str,
+    *,
+    context: str = DEFAULT_CONTEXT,
+    namespace: str | None = None,
+) -> Path:
+    """Write :func:`kubeconfig_dict` as YAML (mode 0600, like kubectl) and return the path."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    text = yaml.safe_dump(
+        kubeconfig_dict(server_url, context=context, namespace=namespace), sort_keys=False
+    )
+    target.write_text(text, encoding="utf-8")
+    target.chmod(0o600)
+    return target

@@ -1,0 +1,527 @@
+"""Kubernetes REST paths and verbs mapped onto the object store.
+
+This is the part of kube-apiserver the official client relies on: URL layout
+(``/api/v1/...`` for the core group, ``/apis/{group}/{version}/...`` for any
+other group, cluster-scoped and ``/namespaces/{ns}/...`` paths, the
+``/status`` subresource), verbs and their status codes (201 on create and on
+apply-create, 200 otherwise), list bodies, delete replies, and minimal
+discovery. It is free of sockets so it can be reasoned about (and tested) on
+its own; :mod:`sandbox.kubeapi.server` only does HTTP plumbing around it.
+
+Not supported, answered with a clear 400 rather than silently misbehaving:
+``watch=true`` and ``dryRun``. Subresources other than ``status`` (``scale``,
+``log``, ``binding``, ``eviction``, namespace ``finalize``) are 404.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from urllib.parse import parse_qs, unquote
+
+import yaml
+
+from sandbox.kubeapi import resources
+from sandbox.kubeapi.errors import ApiError, JsonObject, success_status
+from sandbox.kubeapi.patch import PatchType, decode_patch_body, patch_type_for
+from sandbox.kubeapi.selectors import SelectorError, parse_field_selector
+from sandbox.kubeapi.store import ObjectStore, Subresource
+
+DEFAULT_GIT_VERSION = "v1.31.0"
+
+
+@dataclass
+class Request:
+    """One HTTP request, already read off the socket."""
+
+    method: str
+    path: str
+    query: Mapping[str, list[str]]
+    content_type: str | None = None
+    body: bytes = b""
+
+    def param(self, name: str) -> str | None:
+        values = self.query.get(name)
+        return values[-1] if values else None
+
+    def flag(self, name: str) -> bool:
+        return (self.param(name) or "").lower() in ("true", "1")
+
+
+@dataclass
+class Response:
+    """What to send back: status code, JSON (or text) body, extra headers."""
+
+    code: int
+    body: JsonObject | str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Target:
+    """The resource a request addresses."""
+
+    group: str
+    version: str
+    resource: str
+    namespace: str | None
+    name: str | None
+    subresource: Subresource
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def store_namespace(self) -> str:
+        return self.namespace or ""
+
+
+class ApiRouter:
+    """Turns a :class:`Request` into a :class:`Response` using an :class:`ObjectStore`."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        *,
+        git_version: str = DEFAULT_GIT_VERSION,
+        server_address: Callable[[], str] = lambda: "127.0.0.1",
+    ) -> None:
+        self.store = store
+        self.git_version = git_version
+        self._server_address = server_address
+
+    # ------------------------------------------------------------------ entry
+
+    def handle(self, request: Request) -> Response:
+        """Serve one request; ApiError is raised for the caller to render as a Status."""
+        segments = [unquote(s) for s in request.path.strip("/").split("/") if s]
+        if request.path in ("/healthz", "/livez", "/readyz"):
+            return Response(200, "ok")
+        if segments == ["version"]:
+            self._only(request, "GET")
+            return Response(200, self._version())
+        if not segments or segments[0] not in ("api", "apis"):
+            raise ApiError.path_not_found()
+        if segments[0] == "api":
+            if len(segments) == 1:
+                self._only(request, "GET")
+                return Response(200, self._api_versions())
+            return self._resource_request(request, "", segments[1], segments[2:])
+        if len(segments) == 1:
+            self._only(request, "GET")
+            return Response(200, self._group_list())
+        if len(segments) == 2:
+            self._only(request, "GET")
+            return Response(200, self._group(segments[1]))
+        return self._resource_request(request, segments[1], segments[2], segments[3:])
+
+    # ------------------------------------------------------------------ routing
+
+    @staticmethod
+    def _only(request: Request, *methods: str) -> None:
+        if request.method not in methods:
+            raise ApiError(
+                405,
+                "MethodNotAllowed",
+                "the server does not allow this method on the requested resource",
+            )
+
+    def _resource_request(
+        self, request: Request, group: str, version: str, rest: list[str]
+    ) -> Response:
+        if group == "" and version != "v1":
+            raise ApiError.path_not_found()
+        if not rest:
+            self._only(request, "GET")
+            return Response(200, self._resource_list(group, version))
+        target = self._target(group, version, rest)
+        if request.param("dryRun"):
+            raise ApiError.bad_request("dryRun is not supported by the sandbox Kubernetes API")
+        handlers: dict[str, Callable[[Request, Target], Response]]
+        if target.name is None:
+            handlers = {"GET": self._list, "POST": self._create, "DELETE": self._delete_collection}
+        else:
+            handlers = {"GET": self._read, "PUT": self._replace, "PATCH": self._patch}
+            if not target.subresource:
+                handlers["DELETE"] = self._delete
+        handler = handlers.get(request.method)
+        if handler is None:
+            self._only(request, *handlers)
+            raise AssertionError("unreachable")
+        return handler(request, target)
+
+    def _target(self, group: str, version: str, rest: list[str]) -> Target:
+        namespace: str | None = None
+        if (
+            rest[0] == "namespaces"
+            and group == ""
+            and (len(rest) <= 2 or (len(rest) == 3 and rest[2] in ("status", "finalize")))
+        ):
+            resource, tail = "namespaces", rest[1:]
+        elif rest[0] == "namespaces" and len(rest) >= 3:
+            namespace, resource, tail = rest[1], rest[2], rest[3:]
+        else:
+            resource, tail = rest[0], rest[1:]
+        if len(tail) > 2 or (resource == "namespaces" and group != ""):
+            raise ApiError.path_not_found()
+        name = tail[0] if tail else None
+        subresource = tail[1] if len(tail) == 2 else ""
+        if subresource not in ("", "status"):
+            raise ApiError.path_not_found()
+        scope = resources.is_namespaced(group, resource)
+        if scope is False and namespace is not None:
+            raise ApiError.path_not_found()
+        if scope is True and namespace is None and name is not None:
+            raise ApiError.path_not_found()
+        return Target(group, version, resource, namespace, name, "status" if subresource else "")
+
+    # ------------------------------------------------------------------ helpers
+
+    def _present(self, obj: JsonObject, target: Target) -> JsonObject:
+        if not obj.get("apiVersion"):
+            obj["apiVersion"] = target.api_version
+        if not obj.get("kind"):
+            obj["kind"] = self.store.kind_of(target.group, target.resource)
+        return obj
+
+    def _read(self, request: Request, target: Target) -> Response:
+        assert target.name is not None
+        obj = self.store.get(target.group, target.resource, target.name, target.store_namespace)
+        return Response(200, self._present(obj, target))
+
+    def _body_object(self, request: Request, target: Target) -> JsonObject:
+        text = request.body.decode("utf-8", errors="replace")
+        if not text.strip():
+            raise ApiError.bad_request("the request body is empty")
+        try:
+            if "yaml" in (request.content_type or ""):
+                body = yaml.safe_load(text)
+            else:
+                body = json.loads(text)
+        except (json.JSONDecodeError, yaml.YAMLError) as exc:
+            raise ApiError.bad_request(f"error decoding request body: {exc}") from exc
+        if not isinstance(body, dict):
+            raise ApiError.bad_request("the request body must be an object")
+        meta = body.get("metadata")
+        if meta is None:
+            body["metadata"] = meta = {}
+        if not isinstance(meta, dict):
+            raise ApiError.bad_request("metadata must be an object")
+        if (
+            target.namespace is None
+            and resources.is_namespaced(target.group, target.resource) is not True
+        ):
+            meta.pop("namespace", None)  # cluster-scoped: a namespace in the body is ignored
+        if target.namespace is not None and meta.get("namespace") not in (
+            None,
+            "",
+            target.namespace,
+        ):
+            raise ApiError.bad_request(
+                "the namespace of the provided object does not match the namespace sent on "
+                "the request"
+            )
+        return self._present(body, target)
+
+    def _check_body_name(self, body: JsonObject, target: Target) -> None:
+        meta = body["metadata"]
+        if not meta.get("name"):
+            meta["name"] = target.name
+        elif meta["name"] != target.name:
+            raise ApiError.bad_request(
+                f"the name of the object ({meta['name']}) does not match the name on the URL "
+                f"({target.name})"
+            )
+
+    # ------------------------------------------------------------------ verbs
+
+    def _list(self, request: Request, target: Target) -> Response:
+        if request.flag("watch"):
+            raise ApiError.bad_request(
+                "watch is not supported by the sandbox Kubernetes API; poll with list instead"
+            )
+        try:
+            fields = parse_field_selector(request.param("fieldSelector"))
+            fields.require_supported(
+                resources.supported_field_labels(target.group, target.resource)
+            )
+        except SelectorError as exc:
+            raise ApiError.bad_request(str(exc)) from exc
+        items, rv = self.store.list_with_version(
+            target.group,
+            target.resource,
+            target.namespace,
+            label_selector=request.param("labelSelector"),
+            field_selector=fields,
+        )
+        metadata: JsonObject = {"resourceVersion": rv}
+        items = self._paginate(request, items, metadata)
+        return Response(
+            200,
+            {
+                "kind": f"{self.store.kind_of(target.group, target.resource)}List",
+                "apiVersion": target.api_version,
+                "metadata": metadata,
+                "items": [self._present(item, target) for item in items],
+            },
+        )
+
+    @staticmethod
+    def _paginate(
+        request: Request, items: list[JsonObject], metadata: JsonObject
+    ) -> list[JsonObject]:
+        def key(obj: JsonObject) -> list[str]:
+            meta = obj.get("metadata", {})
+            return [meta.get("namespace", ""), meta.get("name", "")]
+
+        token = request.param("continue")
+        if token:
+            try:
+                after = json.loads(base64.urlsafe_b64decode(token.encode()))
+            except (ValueError, binascii.Error) as exc:
+                raise ApiError.bad_request(f"invalid continue token {token!r}") from exc
+            items = [obj for obj in items if key(obj) > after]
+        limit_text = request.param("limit")
+        limit = int(limit_text) if limit_text and limit_text.isdigit() else 0
+        if limit and len(items) > limit:
+            remaining = len(items) - limit
+            items = items[:limit]
+            metadata["continue"] = base64.urlsafe_b64encode(
+                json.dumps(key(items[-1])).encode()
+            ).decode()
+            metadata["remainingItemCount"] = remaining
+        return items
+
+    def _create(self, request: Request, target: Target) -> Response:
+        if target.namespace is None and resources.is_namespaced(target.group, target.resource):
+            raise ApiError.path_not_found()
+        body = self._body_object(request, target)
+        created = self.store.create(target.group, target.resource, body, namespace=target.namespace)
+        return Response(201, self._present(created, target))
+
+    def _replace(self, request: Request, target: Target) -> Response:
+        body = self._body_object(request, target)
+        self._check_body_name(body, target)
+        if target.subresource == "status":
+            obj = self.store.update_status(
+                target.group, target.resource, body, namespace=target.store_namespace
+            )
+        else:
+            obj = self.store.replace(
+                target.group, target.resource, body, namespace=target.store_namespace
+            )
+        return Response(200, self._present(obj, target))
+
+    def _patch(self, request: Request, target: Target) -> Response:
+        assert target.name is not None
+        patch_type = patch_type_for(request.content_type)
+        if not request.body.strip():
+            raise ApiError.bad_request("the patch body is empty")
+        body = decode_patch_body(patch_type, request.body)
+        if patch_type is PatchType.APPLY:
+            manager = request.param("fieldManager")
+            if not manager:
+                raise ApiError.bad_request(
+                    "PATCH, application/apply-patch+yaml requests must specify a fieldManager"
+                )
+            if isinstance(body, dict):
+                meta = body.get("metadata")
+                if (
+                    isinstance(meta, dict)
+                    and target.namespace is not None
+                    and meta.get("namespace") not in (None, "", target.namespace)
+                ):
+                    raise ApiError.bad_request(
+                        "the namespace of the provided object does not match the namespace "
+                        "sent on the request"
+                    )
+            obj, created = self.store.apply(
+                target.group,
+                target.resource,
+                target.name,
+                body,
+                namespace=target.store_namespace,
+                field_manager=manager,
+                subresource=target.subresource,
+            )
+            return Response(201 if created else 200, self._present(obj, target))
+        obj = self.store.patch(
+            target.group,
+            target.resource,
+            target.name,
+            body,
+            namespace=target.store_namespace,
+            patch_type=patch_type,
+            subresource=target.subresource,
+        )
+        return Response(200, self._present(obj, target))
+
+    @staticmethod
+    def _delete_options(request: Request) -> JsonObject:
+        if not request.body.strip():
+            return {}
+        try:
+            options = json.loads(request.body)
+        except json.JSONDecodeError as exc:
+            raise ApiError.bad_request(f"error decoding DeleteOptions: {exc}") from exc
+        if not isinstance(options, dict):
+            raise ApiError.bad_request("DeleteOptions must be an object")
+        policy = options.get("propagationPolicy") or request.param("propagationPolicy")
+        if policy not in (None, "Orphan", "Background", "Foreground"):
+            raise ApiError.bad_request(f"unknown propagationPolicy {policy!r}")
+        return options
+
+    def _delete(self, request: Request, target: Target) -> Response:
+        assert target.name is not None
+        options = self._delete_options(request)
+        result = self.store.delete(
+            target.group,
+            target.resource,
+            target.name,
+            target.store_namespace,
+            preconditions=options.get("preconditions"),
+        )
+        if result.finalizing or resources.returns_deleted_object(target.group, target.resource):
+            return Response(200, self._present(result.object, target))
+        return Response(
+            200,
+            success_status(
+                target.group,
+                target.resource,
+                target.name,
+                str(result.object.get("metadata", {}).get("uid", "")),
+            ),
+        )
+
+    def _delete_collection(self, request: Request, target: Target) -> Response:
+        self._delete_options(request)
+        listed = self._list(request, target)
+        assert isinstance(listed.body, dict)
+        deleted: list[JsonObject] = []
+        for item in listed.body["items"]:
+            meta = item["metadata"]
+            try:
+                result = self.store.delete(
+                    target.group, target.resource, meta["name"], meta.get("namespace", "")
+                )
+            except ApiError as exc:
+                if exc.code == 404:
+                    continue
+                raise
+            deleted.append(self._present(result.object, target))
+        listed.body["items"] = deleted
+        listed.body["metadata"] = {"resourceVersion": self.store.resource_version}
+        return listed
+
+    # ------------------------------------------------------------------ discovery
+
+    def _version(self) -> JsonObject:
+        major, minor = self.git_version.lstrip("v").split(".")[:2]
+        return {
+            "major": major,
+            "minor": minor,
+            "gitVersion": self.git_version,
+            "gitCommit": "0000000000000000000000000000000000000000",
+            "gitTreeState": "clean",
+            "buildDate": "2026-01-01T00:00:00Z",
+            "goVersion": "go1.22.0",
+            "compiler": "gc",
+            "platform": "linux/amd64",
+        }
+
+    def _api_versions(self) -> JsonObject:
+        return {
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [
+                {"clientCIDR": "0.0.0.0/0", "serverAddress": self._server_address()}
+            ],
+        }
+
+    def _group_versions(self) -> dict[str, set[str]]:
+        versions: dict[str, set[str]] = {
+            group: {resources.preferred_version(group)} for group in resources.known_groups()
+        }
+        for group, resource in self.store.resource_types():
+            if not group:
+                continue
+            found = versions.setdefault(group, set())
+            for obj in self.store.list(group, resource):
+                api_version = str(obj.get("apiVersion", ""))
+                if api_version.startswith(group + "/"):
+                    found.add(api_version.split("/", 1)[1])
+            if not found:
+                found.add(resources.preferred_version(group))
+        return versions
+
+    @staticmethod
+    def _group_entry(group: str, versions: set[str]) -> JsonObject:
+        preferred = resources.preferred_version(group)
+        if preferred not in versions:
+            preferred = sorted(versions)[0]
+        return {
+            "name": group,
+            "versions": [{"groupVersion": f"{group}/{v}", "version": v} for v in sorted(versions)],
+            "preferredVersion": {"groupVersion": f"{group}/{preferred}", "version": preferred},
+        }
+
+    def _group_list(self) -> JsonObject:
+        return {
+            "kind": "APIGroupList",
+            "apiVersion": "v1",
+            "groups": [
+                self._group_entry(group, versions)
+                for group, versions in sorted(self._group_versions().items())
+            ],
+        }
+
+    def _group(self, group: str) -> JsonObject:
+        versions = self._group_versions().get(group)
+        if not versions:
+            raise ApiError.path_not_found()
+        return {"kind": "APIGroup", "apiVersion": "v1", **self._group_entry(group, versions)}
+
+    def _resource_list(self, group: str, version: str) -> JsonObject:
+        verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update"]
+        entries: list[JsonObject] = []
+        names = set(resources.known_resources(group)) | {
+            res for grp, res in self.store.resource_types() if grp == group
+        }
+        for name in sorted(names):
+            info = resources.known(group, name)
+            namespaced = info.namespaced if info else True
+            kind = self.store.kind_of(group, name)
+            entry: JsonObject = {
+                "name": name,
+                "singularName": (info.singular if info else "") or resources.singularize(name),
+                "namespaced": namespaced,
+                "kind": kind,
+                "verbs": verbs,
+            }
+            if info and info.short_names:
+                entry["shortNames"] = list(info.short_names)
+            entries.append(entry)
+            entries.append(
+                {
+                    "name": f"{name}/status",
+                    "singularName": "",
+                    "namespaced": namespaced,
+                    "kind": kind,
+                    "verbs": ["get", "patch", "update"],
+                }
+            )
+        return {
+            "kind": "APIResourceList",
+            "apiVersion": "v1",
+            "groupVersion": f"{group}/{version}" if group else version,
+            "resources": entries,
+        }
+
+
+def parse_query(raw: str) -> dict[str, list[str]]:
+    """Query string to multi-dict, keeping blank values (``?watch=``)."""
+    return parse_qs(raw, keep_blank_values=True)

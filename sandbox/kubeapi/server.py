@@ -1,0 +1,255 @@
+"""The sandbox Kubernetes API over HTTP: lifecycle, sockets, fault injection.
+
+There is no kube-apiserver binary (nor Docker) on the machines this project
+runs on, yet the code under test must be exercised through the official
+``kubernetes`` client exactly as on GKE. This module serves
+:class:`~sandbox.kubeapi.routes.ApiRouter` with the standard library's
+``ThreadingHTTPServer`` on 127.0.0.1 only, speaking HTTP/1.1 keep-alive like
+the real API (the client pools connections).
+
+``stop()`` really takes the API down: it also closes kept-alive client
+connections, so a test that stops the server sees connection errors until a
+new server is started on the same port (``allow_reuse_address`` makes that
+immediate). ``faults.fail_next(n, code)`` makes the next n requests fail.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import json
+import logging
+import os
+import socket
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from sandbox.kubeapi.errors import ApiError, status_body
+from sandbox.kubeapi.faults import FaultInjector
+from sandbox.kubeapi.kubeconfig import DEFAULT_CONTEXT, write_kubeconfig
+from sandbox.kubeapi.persistence import load_state, save_state
+from sandbox.kubeapi.routes import DEFAULT_GIT_VERSION, ApiRouter, Request, Response, parse_query
+from sandbox.kubeapi.store import Clock, ObjectStore
+
+log = logging.getLogger(__name__)
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost"})
+_MAX_BODY = 16 * 1024 * 1024
+
+
+class _HttpServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer that knows its API and can drop open connections."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], api: KubeApiServer) -> None:
+        self.api = api
+        self.stopping = False
+        self._connections: set[socket.socket] = set()
+        self._connections_lock = threading.Lock()
+        super().__init__(address, _Handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._connections_lock:
+            self._connections.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._connections_lock:
+            self._connections.discard(request)
+        super().shutdown_request(request)
+
+    def drop_connections(self) -> None:
+        with self._connections_lock:
+            connections = list(self._connections)
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    # Headers and body leave in one segment, without Nagle: otherwise every
+    # keep-alive request stalls ~40 ms on the client's delayed ACK.
+    disable_nagle_algorithm = True
+    wbufsize = 64 * 1024
+    server: _HttpServer
+    server_version = "sandbox-kube-apiserver"
+
+    def do_GET(self) -> None:
+        self._serve("GET")
+
+    def do_POST(self) -> None:
+        self._serve("POST")
+
+    def do_PUT(self) -> None:
+        self._serve("PUT")
+
+    def do_PATCH(self) -> None:
+        self._serve("PATCH")
+
+    def do_DELETE(self) -> None:
+        self._serve("DELETE")
+
+    def _serve(self, method: str) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length > _MAX_BODY:
+            response = Response(413, status_body(413, "RequestEntityTooLarge", "body too large"))
+            self.close_connection = True
+        else:
+            body = self.rfile.read(length) if length else b""
+            split = urlsplit(self.path)
+            request = Request(
+                method=method,
+                path=split.path,
+                query=parse_query(split.query),
+                content_type=self.headers.get("Content-Type"),
+                body=body,
+            )
+            response = self.server.api.dispatch(request)
+        if isinstance(response.body, str):
+            payload = response.body.encode("utf-8")
+            content_type = "text/plain; charset=utf-8"
+        else:
+            payload = json.dumps(response.body).encode("utf-8")
+            content_type = "application/json"
+        self.send_response(response.code)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(payload)))
+        for name, value in response.headers.items():
+            self.send_header(name, value)
+        if self.server.stopping:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("%s " + format, self.address_string(), *args)
+
+
+class KubeApiServer:
+    """A local Kubernetes API subset the official client can talk to.
+
+    Construct, then :meth:`start` (or use :func:`sandbox.kubeapi.start_kube_api`).
+    Pass ``store=`` to share objects with in-process simulators or with a
+    previous server (restart on the same port), or ``state_file=`` to load
+    objects at start and save them at stop.
+    """
+
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        *,
+        store: ObjectStore | None = None,
+        state_file: str | os.PathLike[str] | None = None,
+        clock: Clock | None = None,
+        git_version: str = DEFAULT_GIT_VERSION,
+    ) -> None:
+        if host not in LOOPBACK_HOSTS:
+            raise ValueError(f"the sandbox API binds to loopback only, not {host!r}")
+        self.host = "127.0.0.1" if host == "localhost" else host
+        self.store = store if store is not None else ObjectStore(clock=clock)
+        if store is not None and clock is not None:
+            self.store.clock = clock
+        self.state_file = Path(state_file) if state_file is not None else None
+        self.faults = FaultInjector()
+        self.router = ApiRouter(
+            self.store, git_version=git_version, server_address=lambda: f"{self.host}:{self.port}"
+        )
+        self.request_log: collections.deque[tuple[str, str]] = collections.deque(maxlen=10_000)
+        self._httpd: _HttpServer | None = None
+        self._thread: threading.Thread | None = None
+        self._port = port
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> KubeApiServer:
+        """Bind and serve in a daemon thread; loads ``state_file`` first if it exists."""
+        if self._httpd is not None:
+            raise RuntimeError("server already started")
+        if self.state_file is not None:
+            load_state(self.store, self.state_file)
+        httpd = _HttpServer((self.host, self._port), self)  # a restart reuses the port
+        self._port = int(httpd.server_address[1])
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever,
+            kwargs={"poll_interval": 0.01},
+            name=f"sandbox-kubeapi-{self._port}",
+            daemon=True,
+        )
+        self._thread.start()
+        log.info("sandbox Kubernetes API serving at %s", self.url)
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, drop open connections, save ``state_file``. Idempotent."""
+        httpd, thread = self._httpd, self._thread
+        if httpd is None:
+            return
+        self._httpd = None
+        self._thread = None
+        httpd.stopping = True
+        httpd.shutdown()
+        httpd.drop_connections()
+        httpd.server_close()
+        if thread is not None:
+            thread.join(timeout=5)
+        if self.state_file is not None:
+            save_state(self.store, self.state_file)
+        log.info("sandbox Kubernetes API at %s stopped", self.url)
+
+    @property
+    def running(self) -> bool:
+        return self._httpd is not None
+
+    def __enter__(self) -> KubeApiServer:
+        if not self.running:
+            self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ addresses
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self._port}"
+
+    def write_kubeconfig(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        context: str = DEFAULT_CONTEXT,
+        namespace: str | None = None,
+    ) -> Path:
+        """Write a kubeconfig (one cluster, token user, current context) for this server."""
+        return write_kubeconfig(path, self.url, context=context, namespace=namespace)
+
+    # ------------------------------------------------------------------ requests
+
+    def dispatch(self, request: Request) -> Response:
+        """Serve one request: injected fault, else the router; errors become Status bodies."""
+        self.request_log.append((request.method, request.path))
+        fault = self.faults.take(request.method, request.path)
+        if fault is not None:
+            code, body, headers = fault
+            return Response(code, body, headers)
+        try:
+            return self.router.handle(request)
+        except ApiError as exc:
+            return Response(exc.code, exc.to_status())
+        except Exception as exc:
+            log.exception("sandbox API failed on %s %s", request.method, request.path)
+            return Response(500, status_body(500, "InternalError", f"internal error: {exc}"))

@@ -1,0 +1,353 @@
+"""``accelops sandbox up|down|status|env``: the local stand-ins and the functions.
+
+Each stand-in (Kubernetes API, Pub/Sub) and each function (functions-framework)
+runs as its own process bound to 127.0.0.1, so a test can stop one — the
+Kubernetes API, say — and start it again on the same port while the rest keep
+running. Everything the sandbox knows lives under one state directory:
+``state.json`` (processes, ports), ``kubeconfig``, ``config.yaml``, ``env`` and
+``logs/``. ``up`` returns once every endpoint answers; ``down`` stops what
+``state.json`` lists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sandbox.topology import CLUSTER, FUNCTIONS, LOCATION, PROJECT, PULL_SUBSCRIPTIONS
+
+__all__ = ["Sandbox", "main"]
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_CONFIG = Path(__file__).resolve().parent / "config.yaml"
+DEFAULT_STATE_DIR = Path(".sandbox")
+READY_TIMEOUT = 30.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclass
+class Component:
+    name: str
+    port: int
+    command: list[str]
+    log: str
+    pid: int = 0
+    env: dict[str, str] = field(default_factory=dict)
+
+
+class SandboxError(RuntimeError):
+    pass
+
+
+class Sandbox:
+    """A running (or to-be-started) sandbox rooted at one state directory."""
+
+    def __init__(self, state_dir: Path, config: Path = DEFAULT_CONFIG) -> None:
+        self.state_dir = state_dir.resolve()
+        self.config_source = config
+        self.components: dict[str, Component] = {}
+
+    # -- paths and environment -------------------------------------------------------
+    @property
+    def kubeconfig(self) -> Path:
+        return self.state_dir / "kubeconfig"
+
+    @property
+    def config(self) -> Path:
+        return self.state_dir / "config.yaml"
+
+    @property
+    def kube_url(self) -> str:
+        return f"http://127.0.0.1:{self.components['kubeapi'].port}"
+
+    @property
+    def pubsub_host(self) -> str:
+        return f"127.0.0.1:{self.components['pubsub'].port}"
+
+    def function_url(self, target: str) -> str:
+        return f"http://127.0.0.1:{self.components[target].port}/"
+
+    def env(self) -> dict[str, str]:
+        """The environment a client (or a function) uses to reach this sandbox."""
+        return {
+            "KUBECONFIG": str(self.kubeconfig),
+            "PUBSUB_EMULATOR_HOST": self.pubsub_host,
+            "ACCELOPS_CONFIG": str(self.config),
+            "ACCELOPS_PROJECT": PROJECT,
+            "ACCELOPS_LOCATION": LOCATION,
+            "ACCELOPS_CLUSTER": CLUSTER,
+        }
+
+    @contextlib.contextmanager
+    def client_env(self) -> Iterator[None]:
+        """Point this process's Google and Kubernetes clients at the sandbox for a while."""
+        saved = {k: os.environ.get(k) for k in self.env()}
+        os.environ.update(self.env())
+        try:
+            yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+    # -- lifecycle ---------------------------------------------------------------------
+    def start(self, *, progress: bool = True) -> Sandbox:
+        """Start every component, wait until each answers, then create topics,
+        subscriptions, namespaces and queues. Raises SandboxError on failure (and
+        stops whatever it started)."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        (self.state_dir / "logs").mkdir(exist_ok=True)
+        existing = self.state_dir / "state.json"
+        if existing.exists() and any(_alive(c.pid) for c in _load(existing).values()):
+            raise SandboxError(f"a sandbox is already running from {self.state_dir}; "
+                               "run `accelops sandbox down` first")
+        shutil.copyfile(self.config_source, self.config)
+        self._plan()
+        started = time.monotonic()
+        try:
+            for name in ("kubeapi", "pubsub"):
+                self._spawn(self.components[name])
+            self._wait_ready(["kubeapi", "pubsub"])
+            with self.client_env():
+                self._provision_kubernetes()
+                self._provision_pubsub(before_functions=True)
+            for spec in FUNCTIONS:
+                self._spawn(self.components[spec.target])
+            self._wait_ready([spec.target for spec in FUNCTIONS])
+            with self.client_env():
+                self._provision_pubsub(before_functions=False)
+        except BaseException:
+            self.stop()
+            raise
+        self._save()
+        (self.state_dir / "env").write_text(
+            "".join(f"export {k}={v}\n" for k, v in self.env().items()))
+        if progress:
+            print(f"sandbox up in {time.monotonic() - started:.1f}s (state: {self.state_dir})")
+        return self
+
+    def _plan(self) -> None:
+        python = sys.executable
+        logs = self.state_dir / "logs"
+        kube_port, pubsub_port = free_port(), free_port()
+        self.components["kubeapi"] = Component(
+            "kubeapi", kube_port,
+            [python, "-m", "sandbox.kubeapi", "--port", str(kube_port),
+             "--state-file", str(self.state_dir / "kube-state.json"),
+             "--kubeconfig", str(self.kubeconfig)],
+            str(logs / "kubeapi.log"))
+        self.components["pubsub"] = Component(
+            "pubsub", pubsub_port,
+            [python, "-m", "sandbox.pubsub", "--port", str(pubsub_port),
+             "--state-file", str(self.state_dir / "pubsub-state.json")],
+            str(logs / "pubsub.log"))
+        for spec in FUNCTIONS:
+            port = free_port()
+            self.components[spec.target] = Component(
+                spec.target, port,
+                [python, "-m", "functions_framework", "--target", spec.target,
+                 "--source", str(REPO / "functions" / "main.py"),
+                 "--signature-type", "cloudevent", "--host", "127.0.0.1", "--port", str(port)],
+                str(logs / f"{spec.target}.log"),
+                env=self.env())
+
+    def _spawn(self, component: Component) -> None:
+        env = {**os.environ, **component.env, "PYTHONUNBUFFERED": "1",
+               "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
+                                                            os.environ.get("PYTHONPATH")]))}
+        with open(component.log, "ab") as log:
+            process = subprocess.Popen(  # noqa: S603 - our own interpreter and modules
+                component.command, stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, env=env, cwd=str(REPO), start_new_session=True)
+        component.pid = process.pid
+        self._save()
+
+    def _wait_ready(self, names: list[str]) -> None:
+        deadline = time.monotonic() + READY_TIMEOUT
+        pending = list(names)
+        while pending:
+            for name in list(pending):
+                component = self.components[name]
+                if _port_open(component.port):
+                    pending.remove(name)
+                elif not _alive(component.pid) or _exited(component.pid):
+                    raise SandboxError(f"{name} exited during start-up; see {component.log}:\n"
+                                       + _tail(component.log))
+            if pending and time.monotonic() > deadline:
+                raise SandboxError(f"{', '.join(pending)} did not start within "
+                                   f"{READY_TIMEOUT:.0f}s; see {self.state_dir / 'logs'}")
+            if pending:
+                time.sleep(0.05)
+
+    def restart(self, name: str) -> None:
+        """Stop one component and start it again on the same port (state survives)."""
+        self.stop_component(name)
+        self._spawn(self.components[name])
+        self._wait_ready([name])
+
+    def stop_component(self, name: str, timeout: float = 10.0) -> None:
+        component = self.components[name]
+        _terminate(component.pid, timeout)
+        deadline = time.monotonic() + timeout
+        while _port_open(component.port) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        # Functions first, so nothing is mid-request when its backends go away.
+        for name in reversed(list(self.components)):
+            if self.components[name].pid:
+                _terminate(self.components[name].pid, 10.0)
+        state = self.state_dir / "state.json"
+        if state.exists():
+            state.unlink()
+
+    def _save(self) -> None:
+        (self.state_dir / "state.json").write_text(json.dumps(
+            {name: asdict(c) for name, c in self.components.items()}, indent=2))
+
+    @classmethod
+    def attach(cls, state_dir: Path) -> Sandbox:
+        """The sandbox running from state_dir; SandboxError when there is none."""
+        state = state_dir.resolve() / "state.json"
+        if not state.exists():
+            raise SandboxError(f"no sandbox is running from {state_dir.resolve()}")
+        sandbox = cls(state_dir)
+        sandbox.components = _load(state)
+        return sandbox
+
+    def status(self) -> list[tuple[str, int, bool, str]]:
+        rows = []
+        for name, component in self.components.items():
+            up = _alive(component.pid) and _port_open(component.port)
+            rows.append((name, component.pid, up, f"127.0.0.1:{component.port}"))
+        return rows
+
+    # -- provisioning ----------------------------------------------------------------
+    def _provision_kubernetes(self) -> None:
+        from sandbox.provision import provision_kubernetes
+
+        provision_kubernetes(self.config)
+
+    def _provision_pubsub(self, *, before_functions: bool) -> None:
+        from sandbox.provision import provision_pubsub
+
+        provision_pubsub(self.config, PROJECT, FUNCTIONS, PULL_SUBSCRIPTIONS,
+                         push_endpoints=None if before_functions else {
+                             spec.target: self.function_url(spec.target) for spec in FUNCTIONS})
+
+
+def _load(path: Path) -> dict[str, Component]:
+    raw: dict[str, Any] = json.loads(path.read_text())
+    return {name: Component(**value) for name, value in raw.items()}
+
+
+def _exited(pid: int) -> bool:
+    """Reap the child if it has exited (processes we spawned ourselves)."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return False
+    return done == pid
+
+
+def _terminate(pid: int, timeout: float) -> None:
+    if not pid or not _alive(pid):
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if _exited(pid) or not _alive(pid):
+            return
+        time.sleep(0.05)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+def _tail(path: str, lines: int = 20) -> str:
+    try:
+        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
+
+
+# -- the command -------------------------------------------------------------------------
+
+def main(args: argparse.Namespace) -> int:
+    state_dir = Path(args.state_dir or os.environ.get("ACCELOPS_SANDBOX_DIR") or DEFAULT_STATE_DIR)
+    try:
+        if args.action == "up":
+            sandbox = Sandbox(state_dir).start()
+            _print_endpoints(sandbox)
+            if args.foreground:
+                print("serving; press Ctrl-C to stop")
+                try:
+                    signal.pause()
+                except KeyboardInterrupt:
+                    pass
+                finally:
+                    sandbox.stop()
+            return 0
+        if args.action == "down":
+            Sandbox.attach(state_dir).stop()
+            print(f"sandbox at {state_dir.resolve()} stopped")
+            return 0
+        sandbox = Sandbox.attach(state_dir)
+        if args.action == "env":
+            for key, value in sandbox.env().items():
+                print(f"export {key}={value}")
+            return 0
+        rows = sandbox.status()
+        for name, pid, up, where in rows:
+            print(f"{name:<12} {'up' if up else 'DOWN':<5} pid {pid:<8} {where}")
+        return 0 if all(up for _, _, up, _ in rows) else 1
+    except SandboxError as exc:
+        print(f"accelops sandbox: {exc}", file=sys.stderr)
+        return 1
+
+
+def _print_endpoints(sandbox: Sandbox) -> None:
+    print(f"  Kubernetes API  {sandbox.kube_url}   (kubeconfig {sandbox.kubeconfig})")
+    print(f"  Pub/Sub         {sandbox.pubsub_host}   (project {PROJECT})")
+    for spec in FUNCTIONS:
+        print(f"  function        {spec.target:<16} {sandbox.function_url(spec.target)}")
+    print(f"  logs            {sandbox.state_dir / 'logs'}")
+    print(f"point clients at it with:  eval \"$(accelops sandbox env --state-dir "
+          f"{sandbox.state_dir})\"")

@@ -1,0 +1,54 @@
+"""What the sandbox wires together: functions, the topics they are subscribed to,
+and the Pub/Sub settings of those subscriptions.
+
+Production creates the same topics and push subscriptions with Terraform; the
+sandbox shortens the retry backoff so a failure test or demo does not wait
+minutes, and keeps Pub/Sub's minimum of five delivery attempts before
+dead-lettering.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["FUNCTIONS", "PROJECT", "PULL_SUBSCRIPTIONS", "FunctionSpec", "RetrySettings"]
+
+PROJECT = "accelops-local"
+LOCATION = "us-central2-b"
+CLUSTER = "sandbox"
+
+
+@dataclass(frozen=True, slots=True)
+class RetrySettings:
+    minimum_backoff: float = 0.2
+    maximum_backoff: float = 5.0
+    max_delivery_attempts: int = 5
+    ack_deadline_seconds: int = 60
+
+
+@dataclass(frozen=True, slots=True)
+class FunctionSpec:
+    """A function served by functions-framework, push-subscribed to one topic."""
+
+    target: str
+    topic_key: str  # a field of the config's ``topics``
+    subscription: str
+    dead_letter_topic: str
+    retry: RetrySettings = RetrySettings()
+
+
+FUNCTIONS: tuple[FunctionSpec, ...] = (
+    FunctionSpec(
+        target="submit_job",
+        topic_key="job_requests",
+        subscription="job-requests-submit-job",
+        dead_letter_topic="job-requests-dead-letter",
+    ),
+)
+
+# Pull subscriptions for people and tests to read what functions publish:
+# subscription id -> config topics key, or a literal topic id.
+PULL_SUBSCRIPTIONS: dict[str, str] = {
+    "job-rejections-sandbox": "rejections",
+    "job-requests-dead-letter-sandbox": "job-requests-dead-letter",
+}
