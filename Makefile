@@ -21,7 +21,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy shared
+	$(VENV)/bin/mypy shared sandbox functions
 
 test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -54,8 +54,8 @@ def _push_again(sandbox: Sandbox, message_id: str, data: bytes) -> int:
 
 
 def _jobsets() -> list[dict[str, Any]]:
-    from shared.kube import JOBSETS, get_client
     from shared.config import Settings
+    from shared.kube import JOBSETS, get_client
 
     return get_client(Settings.from_env()).list(JOBSETS)
 
@@ -88,6 +88,24 @@ def _pull_rejections(subscriber: Any, want: int) -> list[Any]:
     return got
 
 
+def _outcomes(sandbox: Sandbox) -> list[tuple[str, str]]:
+    """(message id, outcome) for every delivery submit_job handled, from its JSON log."""
+    log = sandbox.state_dir / "logs" / f"{FUNCTIONS[0].target}.log"
+    found = []
+    for line in log.read_text(errors="replace").splitlines():
+        if not line.startswith("{"):
+            continue
+        entry = json.loads(line)
+        text = str(entry.get("message", ""))
+        outcome = ("created" if text == "JobSet applied" else
+                   "duplicate, nothing created" if text.startswith("duplicate") else
+                   "rejected" if text.startswith("job request rejected") else
+                   "failed, will be retried" if text.startswith("will retry") else None)
+        if outcome and entry.get("message_id"):
+            found.append((str(entry["message_id"]), outcome))
+    return found
+
+
 def _row(jobset: dict[str, Any]) -> tuple[str, ...]:
     meta, spec = jobset["metadata"], jobset["spec"]["replicatedJobs"][0]
     vms = spec["template"]["spec"]["parallelism"]
@@ -106,7 +124,7 @@ def _table(rows: list[tuple[str, ...]]) -> str:
 
 def run_scenario(sandbox: Sandbox) -> dict[str, Any]:
     """Play the scenario on a started sandbox; returns what happened (for tests)."""
-    from google.cloud import pubsub_v1
+    from google.cloud import pubsub_v1  # type: ignore[attr-defined]
 
     publisher = pubsub_v1.PublisherClient()
     subscriber = pubsub_v1.SubscriberClient()
@@ -135,19 +153,25 @@ def run_scenario(sandbox: Sandbox) -> dict[str, Any]:
         bad_id = _publish(publisher, topic, bad)
         print(f"   {INVALID} published as message {bad_id}")
         [rejection] = _pull_rejections(subscriber, 1)
-        time.sleep(0.5)  # give the duplicate publish time to be pushed and handled
+        expected = len(VALID) + 3  # each valid request, the re-push, the re-publish, the bad one
+        outcomes = _wait_for(lambda: len(_outcomes(sandbox)) >= expected and _outcomes(sandbox),
+                             "submit_job to handle every delivery")
         jobsets = _jobsets()
 
-        print(f"\n4. JobSets in the cluster: {len(jobsets)}")
+        print("\n4. deliveries handled by submit_job")
+        for message, outcome in outcomes:
+            print(f"   message {message:<4} {outcome}")
+
+        print(f"\n5. JobSets in the cluster: {len(jobsets)}")
         header = ("JobSet", "namespace", "queue", "TPU type", "slices x VMs", "chips")
-        print(_table([header] + sorted(_row(j) for j in jobsets)))
-        print("\n5. rejections topic")
+        print(_table([header, *sorted(_row(j) for j in jobsets)]))
+        print("\n6. rejections topic")
         attrs = dict(rejection.attributes)
         print(f"   message {attrs['source_message_id']}: {attrs['rejection_reason']}")
         print(f"   field {attrs['rejection_field']!r}, rule {attrs['rejection_rule']!r}; "
               f"original {len(rejection.data)} bytes kept unchanged")
         return {"jobsets": jobsets, "rejection": attrs, "duplicate_status": status,
-                "rejected_data": bytes(rejection.data)}
+                "rejected_data": bytes(rejection.data), "outcomes": outcomes}
     finally:
         subscriber.close()
         publisher.transport.close()

@@ -8,6 +8,7 @@ changes nothing.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -56,17 +57,15 @@ def provision_pubsub(config_path: Path, project: str, functions: Iterable[Functi
     """Topics and pull subscriptions; with push_endpoints, the functions' push
     subscriptions too (created once the functions listen)."""
     from google.api_core import exceptions as gexc
-    from google.cloud import pubsub_v1
+    from google.cloud import pubsub_v1  # type: ignore[attr-defined]
 
     config = load_config(str(config_path))
     publisher = pubsub_v1.PublisherClient()
     subscriber = pubsub_v1.SubscriberClient()
 
     def ensure(create: Any, **request: Any) -> None:
-        try:
+        with contextlib.suppress(gexc.AlreadyExists):
             create(request=request)
-        except gexc.AlreadyExists:
-            pass
 
     functions = list(functions)
     try:

@@ -3,8 +3,7 @@ and the Pub/Sub settings of those subscriptions.
 
 Production creates the same topics and push subscriptions with Terraform; the
 sandbox shortens the retry backoff so a failure test or demo does not wait
-minutes, and keeps Pub/Sub's minimum of five delivery attempts before
-dead-lettering.
+minutes.
 """
 
 from __future__ import annotations
@@ -20,9 +19,11 @@ CLUSTER = "sandbox"
 
 @dataclass(frozen=True, slots=True)
 class RetrySettings:
-    minimum_backoff: float = 0.2
-    maximum_backoff: float = 5.0
-    max_delivery_attempts: int = 5
+    minimum_backoff: float = 0.5
+    maximum_backoff: float = 10.0
+    # About a minute of retries before dead-lettering: long enough to ride out a
+    # restarted backend in a test, short enough to see a dead letter in a demo.
+    max_delivery_attempts: int = 10
     ack_deadline_seconds: int = 60
 
 

@@ -1,0 +1,27 @@
+"""`accelops demo` (what `make demo` runs) from a clean state, as a user would run it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+
+def test_the_demo_creates_four_jobsets_rejects_one_request_and_stops_everything():
+    result = subprocess.run([sys.executable, "-m", "shared.cli", "demo"], capture_output=True,
+                            text=True, timeout=120, check=False)
+    out = result.stdout
+
+    assert result.returncode == 0, out + result.stderr
+    assert "JobSets in the cluster: 4" in out
+    for row in (r"llama-pretrain-\w+\s+research\s+research-queue\s+v5litepod-16\s+2 x 4\s+32",
+                r"mixtral-sft-\w+\s+research\s+research-queue\s+v5p-128\s+3 x 16\s+192",
+                r"serve-bench-\w+\s+inference\s+inference-queue\s+v6e-8\s+1 x 1\s+8"):
+        assert re.search(row, out), row
+    assert out.count("duplicate, nothing created") == 2
+    assert "may use at most 4" in out
+    assert "sandbox stopped" in out

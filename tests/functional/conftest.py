@@ -1,0 +1,122 @@
+"""The submit_job entry point, in process, against the sandbox stand-ins over sockets.
+
+Each test gets its own Kubernetes API and Pub/Sub endpoint on 127.0.0.1 and the
+environment a deployed function would have; the production adapters reach them
+through the standard variables, exactly as in the sandbox.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import functions_framework
+import pytest
+from google.cloud import pubsub_v1
+
+from sandbox.kubeapi import KubeApiServer, start_kube_api
+from sandbox.pubsub import PubSubServer, start_pubsub
+from shared import kube, pubsub
+from shared.kube import JOBSETS, NAMESPACES
+
+REPO = Path(__file__).resolve().parents[2]
+EVENTS = REPO / "tests" / "events"
+CONFIG = REPO / "tests" / "data" / "config.yaml"
+PROJECT = "accelops-test"
+REJECTIONS_SUB = f"projects/{PROJECT}/subscriptions/rejections-audit"
+
+
+def load_event(name: str) -> dict[str, Any]:
+    return json.loads((EVENTS / name).read_text())
+
+
+def push_envelope(payload: Any, message_id: str = "9876543210") -> dict[str, Any]:
+    """The stored Pub/Sub push body with its data and message id replaced."""
+    envelope = copy.deepcopy(load_event("pubsub_push_job_request.json"))
+    data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    envelope["message"].update(data=base64.b64encode(data).decode(), messageId=message_id,
+                               message_id=message_id)
+    return envelope
+
+
+def job_request() -> dict[str, Any]:
+    """The job request carried by the stored push event."""
+    data = load_event("pubsub_push_job_request.json")["message"]["data"]
+    result: dict[str, Any] = json.loads(base64.b64decode(data))
+    return result
+
+
+@pytest.fixture(scope="session")
+def app_client() -> Any:
+    app = functions_framework.create_app("submit_job", str(REPO / "functions" / "main.py"),
+                                         "cloudevent")
+    return app.test_client()
+
+
+@pytest.fixture
+def kube_api(tmp_path: Path) -> Iterator[KubeApiServer]:
+    server = start_kube_api()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pubsub_api() -> Iterator[PubSubServer]:
+    server = start_pubsub(pull_wait_seconds=0.3)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def cluster(kube_api: KubeApiServer, pubsub_api: PubSubServer, tmp_path: Path,
+            monkeypatch: pytest.MonkeyPatch) -> Iterator[kube.KubeClient]:
+    """The function's environment, team namespaces, the rejections topic and a pull
+    subscription on it; yields a Kubernetes client for reading results back."""
+    kubeconfig = kube_api.write_kubeconfig(tmp_path / "kubeconfig")
+    for key, value in {
+        "KUBECONFIG": str(kubeconfig), "PUBSUB_EMULATOR_HOST": pubsub_api.address,
+        "ACCELOPS_CONFIG": str(CONFIG), "ACCELOPS_PROJECT": PROJECT,
+    }.items():
+        monkeypatch.setenv(key, value)
+    kube.reset_client()
+    pubsub.reset_client()
+    client = kube.get_client()
+    for namespace in ("research", "inference"):
+        client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                   "metadata": {"name": namespace}})
+    publisher = pubsub_v1.PublisherClient()
+    subscriber = pubsub_v1.SubscriberClient()
+    topic = publisher.topic_path(PROJECT, "job-rejections")
+    publisher.create_topic(name=topic)
+    subscriber.create_subscription(name=REJECTIONS_SUB, topic=topic)
+    try:
+        yield client
+    finally:
+        subscriber.close()
+        kube.reset_client()
+        pubsub.reset_client()
+
+
+def jobsets(client: kube.KubeClient) -> list[dict[str, Any]]:
+    return client.list(JOBSETS)
+
+
+def pull_rejections(max_messages: int = 10) -> list[Any]:
+    subscriber = pubsub_v1.SubscriberClient()
+    try:
+        response = subscriber.pull(subscription=REJECTIONS_SUB, max_messages=max_messages,
+                                   timeout=5)
+        if response.received_messages:
+            subscriber.acknowledge(subscription=REJECTIONS_SUB,
+                                   ack_ids=[m.ack_id for m in response.received_messages])
+        return [m.message for m in response.received_messages]
+    finally:
+        subscriber.close()
