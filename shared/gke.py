@@ -124,7 +124,13 @@ def cluster_endpoint(settings: Settings) -> ClusterEndpoint:
 
 def _default_token_source() -> TokenSource:
     import google.auth
+    import google.auth.exceptions
     import google.auth.transport.requests
 
-    credentials, _ = google.auth.default(scopes=_SCOPES)
+    try:
+        credentials, _ = google.auth.default(scopes=_SCOPES)
+    except google.auth.exceptions.DefaultCredentialsError as exc:
+        # The service account is missing or misconfigured: an operator fixes that,
+        # so retry rather than refuse the message.
+        raise UnavailableError(f"no Google credentials for the cluster: {exc}") from exc
     return TokenSource(credentials, google.auth.transport.requests.Request)

@@ -19,11 +19,7 @@ import urllib3
 from kubernetes import client, config
 
 from sandbox.kubeapi import ApiError, KubeApiServer, ObjectStore, start_kube_api
-
-try:
-    import kubeapi_fixtures as fx
-except ImportError:  # tests/e2e imported as a package
-    from tests.e2e import kubeapi_fixtures as fx
+from tests.e2e import kubeapi_fixtures as fx
 
 FIXED_NOW = fx.FIXED_NOW
 JOBSET_GROUP = fx.JOBSET_GROUP

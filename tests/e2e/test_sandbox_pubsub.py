@@ -19,11 +19,7 @@ from google.api_core import exceptions
 from google.cloud import pubsub_v1
 
 from sandbox.pubsub import PubSubServer, SubscriptionConfig, start_pubsub
-
-try:
-    import pubsub_fixtures as fx
-except ImportError:  # tests/e2e imported as a package
-    from tests.e2e import pubsub_fixtures as fx
+from tests.e2e import pubsub_fixtures as fx
 
 # Fixtures are registered by binding them in this module's namespace.
 pubsub = fx.pubsub
