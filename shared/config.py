@@ -22,7 +22,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from shared.errors import ConfigError
+from shared.errors import ConfigError, PermanentError
 
 __all__ = [
     "AccelopsConfig",
@@ -183,7 +183,14 @@ def load_config(source: str) -> AccelopsConfig:
             return hit.config
         from shared import storage  # lazily: only gs:// configs pay for the client
 
-        config = parse_config(storage.read_text(source), source)
+        try:
+            text = storage.read_text(source)
+        except PermanentError as exc:
+            # A missing or unreadable object is a configuration problem, which callers
+            # treat as such (retry until fixed), not a problem of the event at hand.
+            raise ConfigError(f"config {source} cannot be read: {exc.message}",
+                              field="ACCELOPS_CONFIG") from exc
+        config = parse_config(text, source)
         stamp = now
     else:
         path = Path(source)

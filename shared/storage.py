@@ -13,7 +13,7 @@ from typing import Any
 
 from shared.errors import ConfigError, NotFoundError, PermanentError, UnavailableError
 
-__all__ = ["parse_gs_uri", "read_text"]
+__all__ = ["parse_gs_uri", "read_text", "reset_client"]
 
 _client: Any = None
 _lock = threading.Lock()
@@ -27,6 +27,13 @@ def parse_gs_uri(uri: str) -> tuple[str, str]:
     if not bucket or not name:
         raise ConfigError(f"{uri!r} must name a bucket and an object", field="uri")
     return bucket, name
+
+
+def reset_client() -> None:
+    """Forget the cached client (tests that switch endpoints)."""
+    global _client
+    with _lock:
+        _client = None
 
 
 def _storage_client() -> Any:
