@@ -16,7 +16,7 @@ import functions_framework
 if TYPE_CHECKING:
     from cloudevents.http import CloudEvent
 
-__all__ = ["submit_job"]
+__all__ = ["reconcile_slices", "submit_job"]
 
 
 @functions_framework.cloud_event
@@ -26,3 +26,13 @@ def submit_job(cloud_event: CloudEvent) -> None:
     from shared.jobs.submit import submit_message
 
     handle_pubsub(cloud_event, submit_message, "submit_job")
+
+
+@functions_framework.cloud_event
+def reconcile_slices(cloud_event: CloudEvent) -> None:
+    """A scheduler tick, a submitted JobSet or a pod that failed scheduling → one
+    reconcile of TPU node pools (create for admitted JobSets, delete when done)."""
+    from shared.handler import handle_pubsub
+    from shared.slices.trigger import reconcile_on_message
+
+    handle_pubsub(cloud_event, reconcile_on_message, "reconcile_slices")

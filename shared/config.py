@@ -27,6 +27,7 @@ from shared.errors import ConfigError, PermanentError
 __all__ = [
     "AccelopsConfig",
     "Settings",
+    "SliceConfig",
     "TeamPolicy",
     "Topics",
     "format_validation_error",
@@ -115,6 +116,32 @@ class Topics(BaseModel):
 
     job_requests: str = "job-requests"
     rejections: str = "job-rejections"
+    slices_reconcile: str = "slices-reconcile"
+
+
+class SliceConfig(BaseModel):
+    """How reconcile_slices provisions and reaps TPU node pools."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # When on, JobSets are rendered to run only on the node pools provisioned for
+    # them (a nodeSelector on the pools' accelops labels).
+    enabled: bool = True
+    grace_period_seconds: Annotated[int, Field(ge=0, le=86400)] = 120
+    cleanup_only: bool = False
+    state_namespace: str = "accelops-system"
+    node_service_account: str | None = None
+    network_tags: tuple[str, ...] = ()
+    zone: str | None = None
+    spot: bool = False
+    reservation: str | None = None
+    backoff_initial_seconds: Annotated[int, Field(ge=1)] = 30
+    backoff_max_seconds: Annotated[int, Field(ge=1)] = 600
+
+    @field_validator("state_namespace")
+    @classmethod
+    def _namespace(cls, value: str) -> str:
+        return TeamPolicy._rfc1123(value)
 
 
 class AccelopsConfig(BaseModel):
@@ -124,6 +151,7 @@ class AccelopsConfig(BaseModel):
 
     teams: dict[str, TeamPolicy] = Field(default_factory=dict)
     topics: Topics = Field(default_factory=Topics)
+    slices: SliceConfig = Field(default_factory=SliceConfig)
 
 
 def format_validation_error(exc: ValidationError, prefix: str = "") -> tuple[str, str, str]:

@@ -22,9 +22,29 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.config import Settings
-from shared.errors import NotFoundError, PermanentError, RateLimitedError, UnavailableError
+from shared.errors import (
+    ConflictError,
+    NotFoundError,
+    OperationInProgressError,
+    PermanentError,
+    RateLimitedError,
+    UnavailableError,
+)
+from shared.slices.model import OperationInfo, PoolSpec
 
-__all__ = ["ClusterEndpoint", "TokenSource", "cluster_endpoint", "container_client"]
+__all__ = [
+    "ClusterEndpoint",
+    "NodePoolInfo",
+    "TokenSource",
+    "cluster_endpoint",
+    "container_client",
+    "create_node_pool",
+    "delete_node_pool",
+    "get_operation",
+    "list_node_pools",
+]
+
+API_TIMEOUT = 30.0
 
 _REFRESH_MARGIN = dt.timedelta(minutes=5)
 _SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
@@ -84,15 +104,123 @@ def container_client(settings: Settings) -> Any:
 
 
 def _translate(exc: Exception, what: str) -> Exception:
+    """A google-api-core exception as a domain error (GKE's own vocabulary in comments)."""
     from google.api_core import exceptions as gexc
 
+    message = getattr(exc, "message", None) or str(exc)
     if isinstance(exc, gexc.NotFound):
-        return NotFoundError(f"{what}: {exc.message}")
+        return NotFoundError(f"{what}: {message}")
+    if isinstance(exc, gexc.AlreadyExists):
+        return ConflictError(f"{what}: {message}")
     if isinstance(exc, (gexc.TooManyRequests, gexc.ResourceExhausted)):
-        return RateLimitedError(f"{what}: {exc.message}")
+        return RateLimitedError(f"{what}: {message}")
+    if isinstance(exc, (gexc.FailedPrecondition, gexc.Conflict, gexc.Aborted)):
+        # "Cluster is running incompatible operation ...": another operation holds it.
+        return OperationInProgressError(f"{what}: {message}")
     if isinstance(exc, gexc.InvalidArgument):
-        return PermanentError(f"{what}: {exc.message}")
+        return PermanentError(f"{what}: {message}")
     return UnavailableError(f"{what}: {exc}")
+
+
+def _call(what: str, fn: Any, **kwargs: Any) -> Any:
+    from google.api_core import exceptions as gexc
+
+    try:
+        return fn(timeout=API_TIMEOUT, **kwargs)
+    except (gexc.GoogleAPICallError, gexc.RetryError, OSError) as exc:
+        raise _translate(exc, what) from exc
+
+
+def _cluster_path(settings: Settings) -> str:
+    settings.require("project", "location", "cluster")
+    return (f"projects/{settings.project}/locations/{settings.location}"
+            f"/clusters/{settings.cluster}")
+
+
+@dataclass(frozen=True, slots=True)
+class NodePoolInfo:
+    name: str
+    status: str
+    machine_type: str
+    labels: dict[str, str]
+    node_count: int
+
+
+def _enum_name(value: Any) -> str:
+    return str(getattr(value, "name", value))
+
+
+def list_node_pools(settings: Settings) -> list[NodePoolInfo]:
+    """Every node pool of the cluster (one API call)."""
+    parent = _cluster_path(settings)
+    response = _call(f"list node pools of {parent}",
+                     container_client(settings).list_node_pools, parent=parent)
+    return [
+        NodePoolInfo(name=pool.name, status=_enum_name(pool.status),
+                     machine_type=pool.config.machine_type, labels=dict(pool.config.labels),
+                     node_count=int(pool.initial_node_count))
+        for pool in response.node_pools
+    ]
+
+
+def create_node_pool(settings: Settings, spec: PoolSpec) -> str:
+    """Start creating the pool; returns the operation name without waiting for it.
+
+    Raises OperationInProgressError when GKE is busy with another operation,
+    RateLimitedError on quota, ConflictError when the pool exists, PermanentError
+    when GKE refuses the shape.
+    """
+    from google.cloud import container_v1
+
+    config: dict[str, Any] = {"machine_type": spec.machine_type, "labels": spec.labels,
+                              "resource_labels": {k.replace(".", "_").replace("/", "_"): v
+                                                  for k, v in spec.labels.items()},
+                              "spot": spec.spot, "tags": list(spec.network_tags)}
+    if spec.service_account:
+        config["service_account"] = spec.service_account
+    if spec.reservation:
+        config["reservation_affinity"] = {
+            "consume_reservation_type": container_v1.ReservationAffinity.Type.SPECIFIC_RESERVATION,
+            "key": "compute.googleapis.com/reservation-name",
+            "values": [spec.reservation],
+        }
+    pool: dict[str, Any] = {
+        "name": spec.name,
+        "initial_node_count": spec.node_count,
+        "config": config,
+        # Training slices must not be upgraded under a running job; repair stays on.
+        "management": {"auto_upgrade": False, "auto_repair": True},
+        "autoscaling": {"enabled": False},
+    }
+    if spec.topology:
+        pool["placement_policy"] = {"type_": container_v1.NodePool.PlacementPolicy.Type.COMPACT,
+                                    "tpu_topology": spec.topology}
+    if spec.zone:
+        pool["locations"] = [spec.zone]
+    parent = _cluster_path(settings)
+    operation = _call(f"create node pool {spec.name}", container_client(settings).create_node_pool,
+                      parent=parent, node_pool=container_v1.NodePool(pool))
+    return str(operation.name)
+
+
+def delete_node_pool(settings: Settings, name: str) -> str:
+    """Start deleting the pool; returns the operation name without waiting for it."""
+    path = f"{_cluster_path(settings)}/nodePools/{name}"
+    operation = _call(f"delete node pool {name}", container_client(settings).delete_node_pool,
+                      name=path)
+    return str(operation.name)
+
+
+def get_operation(settings: Settings, name: str) -> OperationInfo:
+    settings.require("project", "location")
+    path = name if name.startswith("projects/") else (
+        f"projects/{settings.project}/locations/{settings.location}/operations/{name}")
+    operation = _call(f"get operation {name}", container_client(settings).get_operation,
+                      name=path)
+    error = operation.error.message if operation.error and operation.error.message else None
+    return OperationInfo(name=operation.name, status=_enum_name(operation.status),
+                         error=error or (operation.status_message or None),
+                         target=operation.target_link)
 
 
 def cluster_endpoint(settings: Settings) -> ClusterEndpoint:

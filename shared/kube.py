@@ -39,7 +39,16 @@ from shared.errors import (
 )
 from shared.log import get_logger
 
-__all__ = ["JOBSETS", "NAMESPACES", "KubeClient", "Resource", "get_client", "reset_client"]
+__all__ = [
+    "JOBSETS",
+    "NAMESPACES",
+    "NODES",
+    "PODS",
+    "KubeClient",
+    "Resource",
+    "get_client",
+    "reset_client",
+]
 
 log = get_logger("accelops.kube")
 
@@ -72,6 +81,8 @@ class Resource:
 
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets")
 NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
+PODS = Resource("", "v1", "pods")
+NODES = Resource("", "v1", "nodes", namespaced=False)
 
 
 class KubeClient:
@@ -106,6 +117,12 @@ class KubeClient:
     def create(self, resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
         namespace = obj.get("metadata", {}).get("namespace")
         return self._request("POST", resource.path(namespace), body=obj)
+
+    def replace(self, resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
+        """PUT the object; ConflictError when its resourceVersion is stale."""
+        meta = obj["metadata"]
+        return self._request("PUT", resource.path(meta.get("namespace"), meta["name"]),
+                             body=obj)
 
     def apply(self, resource: Resource, obj: dict[str, Any], *, field_manager: str,
               force: bool = False) -> dict[str, Any]:

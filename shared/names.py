@@ -16,7 +16,14 @@ from __future__ import annotations
 import hashlib
 import re
 
-__all__ = ["JOBSET_NAME_MAX", "dns_label", "jobset_name", "short_hash"]
+__all__ = [
+    "JOBSET_NAME_MAX",
+    "POOL_NAME_MAX",
+    "dns_label",
+    "jobset_name",
+    "pool_name",
+    "short_hash",
+]
 
 JOBSET_NAME_MAX = 40
 _HASH_LEN = 8
@@ -53,3 +60,20 @@ def jobset_name(name: str, request_id: str) -> str:
         # Services JobSet creates); prefix rather than drop the user's text.
         stem = dns_label(f"j-{stem}", JOBSET_NAME_MAX - _HASH_LEN - 1)
     return f"{stem}-{suffix}"
+
+
+POOL_NAME_MAX = 40
+
+
+def pool_name(namespace: str, jobset: str, slice_index: int) -> str:
+    """The node pool of one slice of a JobSet: ``<jobset>-<hash>-s<slice>``, ≤ 40 characters.
+
+    Depends only on the JobSet's namespace, name and slice index, so it is the same
+    across JobSet restarts and across reconcile runs (GKE pool names are RFC 1035:
+    they start with a letter).
+    """
+    suffix = f"-{short_hash(namespace, jobset, length=6)}-s{slice_index}"
+    stem = dns_label(jobset, POOL_NAME_MAX - len(suffix))
+    if not stem or not stem[0].isalpha():
+        stem = dns_label(f"p-{stem}", POOL_NAME_MAX - len(suffix))
+    return f"{stem}{suffix}"

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 from shared.errors import PermanentError
 
-__all__ = ["TpuShape", "UnknownTpuTypeError", "catalogue", "lookup"]
+__all__ = ["TpuShape", "UnknownTpuTypeError", "catalogue", "lookup", "shape_for"]
 
 _ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 _TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
@@ -269,3 +269,25 @@ def lookup(tpu_type: str) -> TpuShape:
 def catalogue() -> tuple[TpuShape, ...]:
     """Every explicit row of the catalogue, in table order (families grouped, ascending)."""
     return _CATALOGUE
+
+
+def shape_for(accelerator: str, topology: str) -> TpuShape | None:
+    """The shape a pod's GKE node labels describe, or None when no TPU matches.
+
+    Used to read a JobSet that was not rendered by accelops: its pods say which
+    accelerator and topology they need, not which type name they came from.
+    """
+    for shape in _CATALOGUE:
+        if (shape.accelerator, shape.topology) == (accelerator, topology):
+            return shape
+    for rule in _DERIVABLE.values():
+        if rule.accelerator != accelerator:
+            continue
+        dims = topology.split("x")
+        if len(dims) != 3 or not all(d.isdigit() for d in dims):
+            return None
+        chips = int(dims[0]) * int(dims[1]) * int(dims[2])
+        derived = _derive(rule, chips * _CORES_PER_CHIP)
+        if derived is not None and derived.topology == topology:
+            return derived
+    return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from shared.config import AccelopsConfig, TeamPolicy
+from shared.config import AccelopsConfig, SliceConfig, TeamPolicy
 from shared.errors import PermanentError
 from shared.jobs.request import JobRequest
 from shared.tpu import TpuShape, lookup
@@ -23,6 +23,7 @@ class Admission:
     request: JobRequest
     team: TeamPolicy
     shape: TpuShape
+    slices: SliceConfig
 
 
 def check_policy(request: JobRequest, config: AccelopsConfig) -> Admission:
@@ -53,4 +54,4 @@ def check_policy(request: JobRequest, config: AccelopsConfig) -> Admission:
             f"(allowed prefixes: {', '.join(team.image_prefixes)})",
             field="image", rule="must start with one of the team's image_prefixes",
         )
-    return Admission(request=request, team=team, shape=shape)
+    return Admission(request=request, team=team, shape=shape, slices=config.slices)

@@ -18,10 +18,12 @@ from typing import Any
 
 from shared.jobs.policy import Admission
 from shared.names import dns_label, jobset_name
+from shared.slices.labels import ANNOTATION_CAPACITY, pinning_selector
 
 __all__ = [
     "ANNOTATION_REQUEST_HASH",
     "ANNOTATION_REQUEST_ID",
+    "ANNOTATION_TPU_TYPE",
     "JOBSET_GROUP",
     "JOBSET_PLURAL",
     "JOBSET_VERSION",
@@ -74,10 +76,25 @@ def _container(admission: Admission) -> dict[str, Any]:
     return container
 
 
+def _capacity(admission: Admission) -> str:
+    """Where the slices' capacity comes from: the request's choice, else the config's."""
+    tpu, defaults = admission.request.tpu, admission.slices
+    if tpu.reservation:
+        return f"reservation/{tpu.reservation}"
+    if tpu.spot is not None:
+        return "spot" if tpu.spot else "on-demand"
+    if defaults.reservation:
+        return f"reservation/{defaults.reservation}"
+    return "spot" if defaults.spot else "on-demand"
+
+
 def render_jobset(admission: Admission, request_id: str) -> dict[str, Any]:
     """The JobSet manifest for an admitted request (pure; same input, same output)."""
     request, team, shape = admission.request, admission.team, admission.shape
     name = jobset_name(request.name, request_id)
+    node_selector = shape.node_selector()
+    if admission.slices.enabled:
+        node_selector.update(pinning_selector(team.namespace, name))
     labels = {
         LABEL_QUEUE: team.queue,
         LABEL_PRIORITY: request.priority,
@@ -88,7 +105,7 @@ def render_jobset(admission: Admission, request_id: str) -> dict[str, Any]:
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",
         "automountServiceAccountToken": False,
-        "nodeSelector": shape.node_selector(),
+        "nodeSelector": node_selector,
         "containers": [_container(admission)],
     }
     return {
@@ -103,6 +120,7 @@ def render_jobset(admission: Admission, request_id: str) -> dict[str, Any]:
                 ANNOTATION_REQUEST_ID: request_id,
                 ANNOTATION_REQUEST_HASH: request.content_hash(),
                 ANNOTATION_TPU_TYPE: shape.type,
+                ANNOTATION_CAPACITY: _capacity(admission),
             },
         },
         "spec": {

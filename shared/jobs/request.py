@@ -13,7 +13,14 @@ import hashlib
 import json
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
 
 from shared.config import format_validation_error
 from shared.errors import PermanentError
@@ -31,6 +38,9 @@ _Image = Annotated[
         pattern=r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?(:[0-9]+)?(/[a-z0-9]([a-z0-9._-]*[a-z0-9])?)*"
         r"(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127})?(@sha256:[a-f0-9]{64})?$",
     ),
+]
+_Reservation = Annotated[
+    str, StringConstraints(pattern=r"^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$")
 ]
 _Name = Annotated[
     str,
@@ -50,6 +60,15 @@ class TpuRequest(BaseModel):
     type: Annotated[str, StringConstraints(strip_whitespace=True, to_lower=True,
                                            min_length=1, max_length=32)]
     slices: Annotated[int, Field(ge=1, le=1024)] = 1
+    # Where slice capacity comes from; unset means the configuration's default.
+    spot: bool | None = None
+    reservation: _Reservation | None = None
+
+    @model_validator(mode="after")
+    def _one_capacity_source(self) -> TpuRequest:
+        if self.spot and self.reservation:
+            raise ValueError("choose either spot or a reservation, not both")
+        return self
 
 
 class JobRequest(BaseModel):

@@ -88,3 +88,9 @@ def test_content_hash_ignores_the_request_id_but_not_the_content(request_body: d
     other = parse_job_request({**request_body, "args": ["--steps=2"]})
     assert first.content_hash() == same.content_hash()
     assert first.content_hash() != other.content_hash()
+
+
+def test_spot_and_a_reservation_together_are_refused(request_body):
+    request_body["tpu"].update(spot=True, reservation="res-a")
+    with pytest.raises(PermanentError, match="either spot or a reservation"):
+        parse_job_request(request_body)

@@ -47,10 +47,8 @@ def test_pods_follow_gke_tpu_conventions(request_body, config, tpu_type, acceler
     job = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]
     pod = _pod(jobset)
     assert job["parallelism"] == vms
-    assert pod["nodeSelector"] == {
-        "cloud.google.com/gke-tpu-accelerator": accelerator,
-        "cloud.google.com/gke-tpu-topology": topology,
-    }
+    assert pod["nodeSelector"]["cloud.google.com/gke-tpu-accelerator"] == accelerator
+    assert pod["nodeSelector"]["cloud.google.com/gke-tpu-topology"] == topology
     resources = pod["containers"][0]["resources"]
     assert resources["limits"] == resources["requests"] == {"google.com/tpu": chips}
 
@@ -87,3 +85,39 @@ def test_the_pod_never_gets_a_service_account_host_access_or_volumes(request_bod
 
 def test_rendering_is_deterministic(request_body, config):
     assert _render(request_body, config) == _render(request_body, config)
+
+
+def test_pods_are_pinned_to_the_pools_provisioned_for_their_jobset(request_body, config):
+    jobset = _render(request_body, config)
+    selector = _pod(jobset)["nodeSelector"]
+    assert selector["accelops.dev/jobset"] == jobset["metadata"]["name"]
+    assert selector["accelops.dev/jobset-namespace"] == "research"
+
+
+def test_without_slice_provisioning_pods_are_not_pinned(request_body):
+    from shared.config import parse_config
+    from tests.unit.conftest import CONFIG_YAML
+
+    config = parse_config(CONFIG_YAML + "slices:\n  enabled: false\n")
+    selector = _pod(_render(request_body, config))["nodeSelector"]
+    assert "accelops.dev/jobset" not in selector
+
+
+@pytest.mark.parametrize(
+    ("tpu", "defaults", "expected"),
+    [
+        ({}, "", "on-demand"),
+        ({}, "slices:\n  spot: true\n", "spot"),
+        ({}, "slices:\n  reservation: tpu-res\n", "reservation/tpu-res"),
+        ({"spot": False}, "slices:\n  spot: true\n", "on-demand"),
+        ({"reservation": "mine"}, "slices:\n  spot: true\n", "reservation/mine"),
+    ],
+)
+def test_capacity_comes_from_the_request_else_the_configuration(request_body, tpu, defaults,
+                                                                 expected):
+    from shared.config import parse_config
+    from tests.unit.conftest import CONFIG_YAML
+
+    request_body["tpu"].update(tpu)
+    jobset = _render(request_body, parse_config(CONFIG_YAML + defaults))
+    assert jobset["metadata"]["annotations"]["accelops.dev/capacity"] == expected

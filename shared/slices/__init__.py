@@ -1,0 +1,1 @@
+"""TPU slice provisioning: node pools for admitted JobSets, reaped when they end."""

@@ -1,0 +1,137 @@
+"""Typed views of what reconcile_slices observes and what it decides.
+
+The planner works on these plain values only (no client types), so every decision
+can be tested on hand-built states and printed for ``--dry-run``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from shared.tpu import TpuShape
+
+__all__ = [
+    "Action",
+    "CreatePool",
+    "DeletePool",
+    "JobSetView",
+    "Observed",
+    "OperationInfo",
+    "Plan",
+    "PoolSpec",
+    "PoolView",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class JobSetView:
+    namespace: str
+    name: str
+    shape: TpuShape | None  # None: not a TPU JobSet accelops understands
+    slices: int
+    suspended: bool
+    finished_at: float | None  # when Completed/Failed became true, epoch seconds
+    deleting: bool
+    opted_out: bool
+    capacity: str  # "spot" | "on-demand" | "reservation/<name>"
+    created_at: float
+    active_pods: int  # pods of this JobSet not yet Succeeded/Failed
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def wants_slices(self) -> bool:
+        return (self.shape is not None and not self.suspended and self.finished_at is None
+                and not self.deleting and not self.opted_out)
+
+
+@dataclass(frozen=True, slots=True)
+class PoolView:
+    name: str
+    status: str  # PROVISIONING | RUNNING | RECONCILING | STOPPING | ERROR | ...
+    machine_type: str
+    jobset_namespace: str | None  # from the pool's accelops labels; None: not ours
+    jobset_name: str | None
+    slice_index: int | None
+    nodes: int  # Kubernetes Nodes of this pool
+    active_pods: int  # pods bound to those nodes, not yet Succeeded/Failed
+
+    @property
+    def managed(self) -> bool:
+        return self.jobset_name is not None and self.jobset_namespace is not None
+
+    @property
+    def jobset_key(self) -> str:
+        return f"{self.jobset_namespace}/{self.jobset_name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Observed:
+    jobsets: tuple[JobSetView, ...]
+    pools: tuple[PoolView, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSpec:
+    """A node pool to create, in accelops' own terms (the adapter maps it to GKE's)."""
+
+    name: str
+    machine_type: str
+    node_count: int
+    topology: str | None  # COMPACT placement with this TPU topology; None: single host
+    labels: dict[str, str]
+    spot: bool = False
+    reservation: str | None = None
+    service_account: str | None = None
+    network_tags: tuple[str, ...] = ()
+    zone: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CreatePool:
+    spec: PoolSpec
+    jobset: str
+    slice_index: int
+    due: float  # when this became needed (epoch seconds); older work goes first
+    reason: str
+    kind: Literal["create"] = "create"
+
+    @property
+    def pool(self) -> str:
+        return self.spec.name
+
+
+@dataclass(frozen=True, slots=True)
+class DeletePool:
+    pool: str
+    jobset: str | None
+    due: float
+    reason: str
+    kind: Literal["delete"] = "delete"
+
+
+Action = CreatePool | DeletePool
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """Every action due now, most overdue first; the reconciler starts only the first."""
+
+    actions: tuple[Action, ...]
+    waiting: tuple[str, ...]  # why something is not acted on yet
+    idle_since: dict[str, float] = field(default_factory=dict)  # pool -> first seen idle
+
+
+@dataclass(frozen=True, slots=True)
+class OperationInfo:
+    name: str
+    status: str  # PENDING | RUNNING | DONE | ABORTING
+    error: str | None
+    target: str
+
+    @property
+    def done(self) -> bool:
+        return self.status in ("DONE", "ABORTING")

@@ -1,0 +1,73 @@
+"""What reconcile_slices remembers between runs, kept in one ConfigMap.
+
+Runs are short-lived and may overlap (a scheduler tick and a submit trigger at
+once), so the record is also the lock: before starting a GKE operation a run
+writes its intent with the ConfigMap's resourceVersion; a concurrent run's write
+then fails with 409 and that run stops without acting. The record holds the
+operation in flight (observed on later runs, never waited for), the backoff after
+GKE said "busy" or "too many requests", when pools were first seen idle, and a
+short history of started operations.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from shared.errors import NotFoundError
+from shared.kube import KubeClient, Resource
+
+__all__ = ["CONFIGMAPS", "RECORD_NAME", "SliceRecord", "load_record", "save_record"]
+
+CONFIGMAPS = Resource("", "v1", "configmaps")
+RECORD_NAME = "accelops-slices"
+HISTORY_LENGTH = 50
+
+
+@dataclass
+class SliceRecord:
+    inflight: dict[str, Any] | None = None  # action, pool, jobset, started, operation
+    backoff_until: float = 0.0
+    backoff_attempts: int = 0
+    backoff_reason: str = ""
+    idle_since: dict[str, float] = field(default_factory=dict)
+    history: list[dict[str, Any]] = field(default_factory=list)
+    resource_version: str | None = None  # of the ConfigMap it was read from
+
+    def remember(self, entry: dict[str, Any]) -> None:
+        self.history = [*self.history, entry][-HISTORY_LENGTH:]
+
+    def to_data(self) -> dict[str, str]:
+        body = asdict(self)
+        body.pop("resource_version")
+        return {"state.json": json.dumps(body, sort_keys=True)}
+
+
+def load_record(kube: KubeClient, namespace: str) -> SliceRecord:
+    """The record, or an empty one when none was written yet."""
+    try:
+        configmap = kube.get(CONFIGMAPS, RECORD_NAME, namespace)
+    except NotFoundError:
+        return SliceRecord()
+    raw = json.loads((configmap.get("data") or {}).get("state.json") or "{}")
+    known = {k: v for k, v in raw.items() if k in SliceRecord.__dataclass_fields__}
+    record = SliceRecord(**known)
+    record.resource_version = configmap["metadata"].get("resourceVersion")
+    return record
+
+
+def save_record(kube: KubeClient, namespace: str, record: SliceRecord) -> None:
+    """Write the record; ConflictError when someone wrote it since it was read."""
+    body: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": RECORD_NAME, "namespace": namespace,
+                     "labels": {"app.kubernetes.io/managed-by": "accelops"}},
+        "data": record.to_data(),
+    }
+    if record.resource_version is None:
+        saved = kube.create(CONFIGMAPS, body)
+    else:
+        body["metadata"]["resourceVersion"] = record.resource_version
+        saved = kube.replace(CONFIGMAPS, body)
+    record.resource_version = saved["metadata"].get("resourceVersion")
