@@ -83,13 +83,19 @@ def submit_message(message: PubSubMessage, settings: Settings | None = None) -> 
     except PermanentError as exc:
         return reject(message, exc, settings, config)
     try:
-        return _apply(jobset, settings)
+        outcome = _apply(jobset, settings)
     except PermanentError as exc:
         if isinstance(exc, (NotFoundError, ConflictError)):
             # A missing namespace or CRD, or a field owned by someone else, is the
             # cluster's state, not the request's: retry until it is fixed.
             raise TransientError(f"cannot apply JobSet: {exc.message}") from exc
         return reject(message, exc, settings, config)
+    if outcome.status == "created" and config.slices.enabled and settings.project:
+        from shared.slices.notify import request_reconcile
+
+        request_reconcile(settings.project, config.topics.slices_reconcile, "jobset-applied",
+                          f"{outcome.namespace}/{outcome.name}")
+    return outcome
 
 
 def _apply(jobset: dict[str, Any], settings: Settings) -> SubmitOutcome:

@@ -1,0 +1,178 @@
+"""Fault injection for the sandbox GKE API.
+
+Retry, back-off and failure handling are only trustworthy if tests can make them
+run. Two kinds of faults:
+
+* **request faults** — the next ``count`` matching requests
+  (:meth:`FaultInjector.fail_next`), or every matching request for a simulated
+  duration (:meth:`FaultInjector.fail_for`, "GKE answers 429 for the next five
+  simulated minutes"), answer a Google error body and change nothing;
+* **pool errors** — :meth:`FaultInjector.fail_next_create_with_pool_error`: the next
+  node pool created is accepted, but its operation ends DONE with an error and the
+  pool in status ERROR with no nodes (a TPU stockout).
+
+By default request faults hit mutations only (POST and DELETE); pass
+``methods=None`` for every method. Only Container API paths (``/v1/...``) are
+affected, never the sandbox control surface.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sandbox.clock import SimClock
+from sandbox.gke.errors import GkeError, resolve_status
+
+__all__ = ["DEFAULT_POOL_ERROR", "Fault", "FaultInjector", "PoolError"]
+
+MUTATING = ("POST", "DELETE")
+
+_DEFAULT_MESSAGES = {
+    "RESOURCE_EXHAUSTED": "Quota exceeded for quota metric 'Mutate requests' and limit "
+                          "'Mutate requests per minute per project' of service "
+                          "'container.googleapis.com' (injected fault).",
+    "UNAVAILABLE": "The service is currently unavailable (injected fault).",
+    "INTERNAL": "Internal error encountered (injected fault).",
+    "FAILED_PRECONDITION": "Cluster is running incompatible operation (injected fault).",
+    "DEADLINE_EXCEEDED": "The request timed out (injected fault).",
+    "PERMISSION_DENIED": "Required 'container.clusters.update' permission (injected fault).",
+}
+
+DEFAULT_POOL_ERROR = (
+    "Instances failed to create: GCE_STOCKOUT: The zone does not have enough resources "
+    "available to fulfill the request. Try a different zone, or try again later "
+    "(injected fault)."
+)
+
+
+@dataclass
+class Fault:
+    """One armed request fault: a countdown (``remaining``) or a deadline (``until``)."""
+
+    status: str
+    http_code: int
+    message: str
+    methods: frozenset[str] | None
+    path_contains: str | None
+    remaining: int | None = None  # requests still to fail (fail_next)
+    until: float | None = None  # simulated time it expires (fail_for)
+
+    def matches(self, method: str, path: str) -> bool:
+        if self.methods is not None and method.upper() not in self.methods:
+            return False
+        return self.path_contains is None or self.path_contains in path
+
+    def error(self) -> GkeError:
+        return GkeError(self.status, self.message, self.http_code)
+
+
+@dataclass(frozen=True)
+class PoolError:
+    """How the next created pool fails: operation error status and message."""
+
+    status: str = "RESOURCE_EXHAUSTED"
+    message: str = DEFAULT_POOL_ERROR
+
+
+class FaultInjector:
+    """Thread-safe armed faults, consulted once per Container API request."""
+
+    def __init__(self, clock: SimClock) -> None:
+        self.clock = clock
+        self._lock = threading.Lock()
+        self._faults: list[Fault] = []
+        self._pool_errors: list[PoolError] = []
+        #: Requests answered with an injected error so far.
+        self.injected = 0
+
+    def _fault(self, status: str | None, http_code: int | None,
+               methods: Iterable[str] | None, message: str | None,
+               path_contains: str | None) -> Fault:
+        status, http_code = resolve_status(status, http_code)
+        return Fault(
+            status=status,
+            http_code=http_code,
+            message=message or _DEFAULT_MESSAGES.get(status, f"{status} (injected fault)."),
+            methods=None if methods is None else frozenset(m.upper() for m in methods),
+            path_contains=path_contains,
+        )
+
+    def fail_next(self, count: int = 1, status: str | None = None,
+                  http_code: int | None = None, *,
+                  methods: Iterable[str] | None = MUTATING, message: str | None = None,
+                  path_contains: str | None = None) -> Fault:
+        """Answer the next ``count`` matching requests with an error.
+
+        ``status`` / ``http_code``: give either or both (default RESOURCE_EXHAUSTED /
+        429); the missing half follows Google's mapping.
+        """
+        if count < 1:
+            raise ValueError("count must be at least 1")
+        fault = self._fault(status, http_code, methods, message, path_contains)
+        fault.remaining = count
+        with self._lock:
+            self._faults.append(fault)
+        return fault
+
+    def fail_for(self, sim_seconds: float, status: str | None = None,
+                 http_code: int | None = None, *,
+                 methods: Iterable[str] | None = MUTATING, message: str | None = None,
+                 path_contains: str | None = None) -> Fault:
+        """Answer every matching request with an error for ``sim_seconds`` simulated seconds."""
+        if sim_seconds <= 0:
+            raise ValueError("sim_seconds must be positive")
+        fault = self._fault(status, http_code, methods, message, path_contains)
+        fault.until = self.clock.time() + sim_seconds
+        with self._lock:
+            self._faults.append(fault)
+        return fault
+
+    def fail_next_create_with_pool_error(self, count: int = 1, *,
+                                         status: str = "RESOURCE_EXHAUSTED",
+                                         message: str = DEFAULT_POOL_ERROR) -> None:
+        """The next ``count`` created pools end in ERROR (operation DONE with an error)."""
+        if count < 1:
+            raise ValueError("count must be at least 1")
+        resolve_status(status, None)  # validates the name
+        with self._lock:
+            self._pool_errors.extend(PoolError(status.upper(), message) for _ in range(count))
+
+    def take_pool_error(self) -> PoolError | None:
+        """Consume the next armed pool error (the state calls this on each create)."""
+        with self._lock:
+            return self._pool_errors.pop(0) if self._pool_errors else None
+
+    def check(self, method: str, path: str) -> GkeError | None:
+        """The error to answer this request with, or None; consumes one count."""
+        now = self.clock.time()
+        with self._lock:
+            self._faults = [f for f in self._faults if f.until is None or f.until > now]
+            for fault in self._faults:
+                if not fault.matches(method, path):
+                    continue
+                if fault.remaining is not None:
+                    fault.remaining -= 1
+                    if fault.remaining <= 0:
+                        self._faults.remove(fault)
+                self.injected += 1
+                return fault.error()
+        return None
+
+    def armed(self) -> list[Fault]:
+        """The faults still armed (copies), expired ones dropped."""
+        now = self.clock.time()
+        with self._lock:
+            return [Fault(**vars(f)) for f in self._faults
+                    if f.until is None or f.until > now]
+
+    def pending_pool_errors(self) -> int:
+        with self._lock:
+            return len(self._pool_errors)
+
+    def clear(self) -> None:
+        """Disarm every request fault and pool error."""
+        with self._lock:
+            self._faults.clear()
+            self._pool_errors.clear()
