@@ -103,21 +103,42 @@ def container_client(settings: Settings) -> Any:
         return _container
 
 
+def _rpc_status(exc: Exception) -> str:
+    """The canonical status (FAILED_PRECONDITION…) of an error, over gRPC or REST.
+
+    Over REST, google-api-core picks the exception class from the HTTP code alone,
+    so FAILED_PRECONDITION and INVALID_ARGUMENT both arrive as BadRequest (400);
+    the status is in the JSON error body.
+    """
+    code = getattr(exc, "grpc_status_code", None)
+    if code is not None:
+        return str(getattr(code, "name", code))
+    response = getattr(exc, "response", None)
+    try:
+        body = response.json() if response is not None else {}
+    except (ValueError, AttributeError):
+        return ""
+    error = body.get("error") if isinstance(body, dict) else None
+    return str(error.get("status", "")) if isinstance(error, dict) else ""
+
+
 def _translate(exc: Exception, what: str) -> Exception:
-    """A google-api-core exception as a domain error (GKE's own vocabulary in comments)."""
+    """A google-api-core exception as a domain error."""
     from google.api_core import exceptions as gexc
 
     message = getattr(exc, "message", None) or str(exc)
+    status = _rpc_status(exc)
     if isinstance(exc, gexc.NotFound):
         return NotFoundError(f"{what}: {message}")
-    if isinstance(exc, gexc.AlreadyExists):
+    if isinstance(exc, (gexc.AlreadyExists, gexc.Conflict)):
         return ConflictError(f"{what}: {message}")
     if isinstance(exc, (gexc.TooManyRequests, gexc.ResourceExhausted)):
         return RateLimitedError(f"{what}: {message}")
-    if isinstance(exc, (gexc.FailedPrecondition, gexc.Conflict, gexc.Aborted)):
+    if isinstance(exc, (gexc.FailedPrecondition, gexc.Aborted)) or status in (
+            "FAILED_PRECONDITION", "ABORTED"):
         # "Cluster is running incompatible operation ...": another operation holds it.
         return OperationInProgressError(f"{what}: {message}")
-    if isinstance(exc, gexc.InvalidArgument):
+    if isinstance(exc, (gexc.InvalidArgument, gexc.BadRequest)):
         return PermanentError(f"{what}: {message}")
     return UnavailableError(f"{what}: {exc}")
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from sandbox.gke.errors import GkeError, invalid_argument
+from sandbox.gke.errors import invalid_argument
 from shared.tpu import UnknownTpuTypeError, catalogue, lookup
 
 __all__ = [

@@ -19,7 +19,8 @@ SETTINGS = SliceConfig(grace_period_seconds=120, zone="us-central2-b",
                        network_tags=("tpu",))
 
 
-def jobset(name: str = "llama", tpu: str = "v5litepod-16", slices: int = 2, **changes) -> JobSetView:
+def jobset(name: str = "llama", tpu: str = "v5litepod-16", slices: int = 2,
+           **changes) -> JobSetView:
     view = JobSetView(namespace="research", name=name, shape=lookup(tpu), slices=slices,
                       suspended=False, finished_at=None, deleting=False, opted_out=False,
                       capacity="on-demand", created_at=NOW - 60, active_pods=0)

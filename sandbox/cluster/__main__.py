@@ -1,0 +1,110 @@
+"""``python -m sandbox.cluster``: one process hosting a whole simulated GKE cluster.
+
+It runs the SimClock, the sandbox Kubernetes API (state ``D/kube-state.json``),
+the sandbox GKE API (state ``D/gke-state.json``, holding the cluster whose
+endpoint is the Kubernetes API's URL) and the :class:`Simulation` of the
+cluster's controllers; prints the URLs, serves until SIGTERM/SIGINT and saves
+both states. With ``--pubsub-host`` every newly unschedulable pod is published
+to ``--unschedulable-topic`` as the Cloud Logging entry a log sink would deliver.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from sandbox.clock import SimClock
+from sandbox.cluster.logsink import PubSubSink
+from sandbox.cluster.nodes import ClusterRef
+from sandbox.cluster.objects import Obj, timestamp
+from sandbox.cluster.simulation import Simulation
+from sandbox.gke import GkeState, start_gke_api
+from sandbox.kubeapi import ObjectStore, start_kube_api
+
+log = logging.getLogger("sandbox.cluster")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m sandbox.cluster",
+        description="Serve a simulated GKE cluster: Kubernetes API, GKE API, controllers.")
+    parser.add_argument("--kube-port", type=int, default=0, help="Kubernetes API port (0: any)")
+    parser.add_argument("--gke-port", type=int, default=0, help="GKE API port (0: any)")
+    parser.add_argument("--state-dir", required=True, help="directory for the state files")
+    parser.add_argument("--speed", type=float, default=1.0,
+                        help="simulated seconds per real second")
+    parser.add_argument("--project", required=True)
+    parser.add_argument("--location", required=True)
+    parser.add_argument("--cluster", required=True)
+    parser.add_argument("--kubeconfig", help="write a kubeconfig for the Kubernetes API here")
+    parser.add_argument("--pubsub-host", help="host:port of the (sandbox) Pub/Sub endpoint")
+    parser.add_argument("--unschedulable-topic",
+                        help="topic receiving FailedScheduling log entries")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    if args.pubsub_host and not args.unschedulable_topic:
+        parser.error("--pubsub-host needs --unschedulable-topic")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    done = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        done.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    state_dir = Path(args.state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    clock = SimClock(speed=args.speed)
+    store = ObjectStore(clock=clock)
+    cluster = ClusterRef(args.project, args.location, args.cluster)
+    kube = start_kube_api("127.0.0.1", args.kube_port, state_file=state_dir / "kube-state.json",
+                          clock=clock, store=store)
+    gke_state = GkeState(clock)
+    gke_state.add_cluster(cluster.project, cluster.location, cluster.name, kube.url)
+    gke = start_gke_api(gke_state, "127.0.0.1", args.gke_port,
+                        state_file=state_dir / "gke-state.json")
+    simulation = Simulation(store, clock, gke_state=gke_state, cluster=cluster.path)
+    sink: PubSubSink | None = None
+    try:
+        if args.kubeconfig:
+            kube.write_kubeconfig(args.kubeconfig)
+        if args.pubsub_host:
+            os.environ["PUBSUB_EMULATOR_HOST"] = args.pubsub_host
+            sink = PubSubSink(cluster, args.unschedulable_topic)
+            publish = sink.publish
+
+            def on_unschedulable(pod: Obj, event: Obj) -> Any:
+                return publish(event, timestamp(clock))
+
+            simulation.on_unschedulable(on_unschedulable)
+        simulation.start()
+        print(f"kubernetes {kube.url}", flush=True)
+        print(f"gke {gke.url}", flush=True)
+        print(f"cluster {cluster.path}", flush=True)
+        while not done.wait(0.5):
+            pass
+    finally:
+        simulation.stop()
+        gke.stop()
+        kube.stop()
+        if sink is not None:
+            sink.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

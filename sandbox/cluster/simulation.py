@@ -1,0 +1,218 @@
+"""Wires the cluster controllers together and drives them on the simulated clock.
+
+One reconcile *pass* runs every controller once, in the order a change flows
+through a cluster: node pool events and lost-node pods, Kueue admission, the
+JobSet and Job controllers, owner garbage collection, the scheduler, then the
+pod runtime. Every controller is level-triggered (it reads the store and
+corrects what differs), so passes are idempotent and may run any time.
+
+:meth:`Simulation.start` runs passes in one background thread, which makes the
+controllers single-threaded however many threads write to the store: store
+callbacks and GKE node pool events only *wake* that thread (callbacks run
+outside the store lock and the passes' own writes cause more callbacks, so
+nothing is done inside them). The thread also wakes every ``tick`` real seconds
+and when the next pod is due to finish on the SimClock, so time-based
+transitions happen as the clock runs or is advanced. Tests can instead call
+:meth:`Simulation.settle` (passes until nothing changes) without starting it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
+
+from sandbox.clock import SimClock
+from sandbox.cluster.gc import GarbageCollector
+from sandbox.cluster.jobs import JobController
+from sandbox.cluster.jobset import JobSetController
+from sandbox.cluster.kueue import KueueController
+from sandbox.cluster.nodes import ANNOTATION_CLUSTER, ClusterRef, NodePoolController
+from sandbox.cluster.objects import (
+    LABEL_NODEPOOL,
+    NODES,
+    Obj,
+    annotations_of,
+    delete_quietly,
+    labels_of,
+    name_of,
+)
+from sandbox.cluster.runtime import PodRuntime
+from sandbox.cluster.scheduler import Scheduler, UnschedulableHook
+from sandbox.kubeapi import ObjectStore
+
+__all__ = ["PoolEventSource", "Simulation"]
+
+log = logging.getLogger(__name__)
+
+PoolObserver = Callable[[str, str, dict[str, Any]], None]
+
+
+class PoolEventSource(Protocol):
+    """What the simulation needs of :class:`sandbox.gke.GkeState`."""
+
+    def subscribe(self, callback: PoolObserver) -> Callable[[], None]: ...
+
+
+class Simulation:
+    """The simulated cluster: node pools → Nodes, Kueue, JobSet, Jobs, scheduler, kubelet."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        clock: SimClock,
+        *,
+        gke_state: PoolEventSource | None = None,
+        cluster: str | None = None,
+        tick: float = 0.05,
+        resync: float = 1.0,
+    ) -> None:
+        self.store = store
+        self.clock = clock
+        self.gke_state = gke_state
+        self.tick = tick
+        self.resync = resync
+        self.nodes = NodePoolController(store, clock, cluster=cluster)
+        self.kueue = KueueController(store, clock)
+        self.jobsets = JobSetController(store, clock)
+        self.jobs = JobController(store, clock)
+        self.gc = GarbageCollector(store)
+        self.scheduler = Scheduler(store, clock)
+        self.runtime = PodRuntime(store, clock)
+        self._pool_events: deque[tuple[str, str, dict[str, Any]]] = deque()
+        self._lock = threading.RLock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._unsubscribe: list[Callable[[], None]] = []
+        self._next_due: float | None = None
+        self.passes = 0
+
+    # ------------------------------------------------------------------ hooks
+
+    def on_unschedulable(self, callback: UnschedulableHook) -> None:
+        """``callback(pod, event)`` once per newly unschedulable pod (on the pass thread)."""
+        self.scheduler.on_unschedulable(callback)
+
+    def on_pool_event(self, event: str, cluster_path: str, pool: Mapping[str, Any]) -> None:
+        """Queue a GKE node pool event for the next pass (safe from any thread)."""
+        self._pool_events.append((event, cluster_path, dict(pool)))
+        self._wake.set()
+
+    def _on_store_change(self, event_type: str, obj: Obj) -> None:
+        if obj.get("kind") != "Event":
+            self._wake.set()
+
+    # ------------------------------------------------------------------ passes
+
+    def reconcile(self) -> bool:
+        """One pass of every controller; True when it changed anything in the store."""
+        with self._lock:
+            before = self.store.resource_version
+            while self._pool_events:
+                event, cluster_path, pool = self._pool_events.popleft()
+                self.nodes.on_pool_event(event, cluster_path, pool)
+            self.nodes.fail_lost_pods()
+            self.kueue.reconcile()
+            self.jobsets.reconcile()
+            self.jobs.reconcile()
+            self.gc.collect()
+            self.scheduler.reconcile()
+            self._next_due = self.runtime.reconcile()
+            self.passes += 1
+            return self.store.resource_version != before or bool(self._pool_events)
+
+    def settle(self, max_passes: int = 100) -> int:
+        """Pass until a pass changes nothing; returns the passes run (RuntimeError if never)."""
+        for count in range(1, max_passes + 1):
+            if not self.reconcile():
+                return count
+        raise RuntimeError(f"the cluster simulation did not settle in {max_passes} passes")
+
+    def sync_pools(self) -> None:
+        """Match Nodes to the GKE state's pools (start-up, e.g. after a restart)."""
+        pools_of = getattr(self.gke_state, "pools", None)
+        if not callable(pools_of):
+            return
+        wanted = self.nodes.cluster.path if self.nodes.cluster else None
+        pools: list[tuple[str, dict[str, Any]]] = list(pools_of(wanted))
+        known: set[tuple[str, str]] = set()
+        for cluster_path, pool in pools:
+            known.add((cluster_path, str(pool.get("name", ""))))
+            if pool.get("status") in ("RUNNING", "RECONCILING", "STOPPING",
+                                      "RUNNING_WITH_ERROR"):
+                self.on_pool_event("POOL_RESIZED", cluster_path, pool)
+        for node in self.store.list(*NODES):
+            ref = ClusterRef.parse(annotations_of(node).get(ANNOTATION_CLUSTER) or "")
+            if ref is None or (self.nodes.cluster is not None and ref != self.nodes.cluster):
+                continue
+            pool_name = labels_of(node).get(LABEL_NODEPOOL, "")
+            if (ref.path, pool_name) not in known:
+                delete_quietly(self.store, NODES, name_of(node))
+
+    # ------------------------------------------------------------------ thread
+
+    def start(self) -> Simulation:
+        """Subscribe to the store (and GKE state) and run passes in a daemon thread."""
+        if self._thread is not None:
+            return self
+        self._stop.clear()
+        self._unsubscribe.append(self.store.subscribe(self._on_store_change))
+        if self.gke_state is not None:
+            unsubscribe = self.gke_state.subscribe(self.on_pool_event)
+            if callable(unsubscribe):
+                self._unsubscribe.append(unsubscribe)
+            self.sync_pools()
+        self._wake.set()
+        self._thread = threading.Thread(target=self._run, name="sandbox-cluster", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the pass thread and unsubscribe. Idempotent."""
+        thread, self._thread = self._thread, None
+        self._stop.set()
+        self._wake.set()
+        for unsubscribe in self._unsubscribe:
+            unsubscribe()
+        self._unsubscribe.clear()
+        if thread is not None:
+            thread.join(timeout=5)
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
+    def __enter__(self) -> Simulation:
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def _timeout(self) -> float:
+        due = self._next_due
+        if due is None:
+            return self.tick
+        return max(0.0, min(self.tick, self.clock.real_seconds(due - self.clock.time())))
+
+    def _run(self) -> None:
+        idle_real = 0.0
+        while not self._stop.is_set():
+            timeout = self._timeout()
+            woken = self._wake.wait(timeout)
+            if self._stop.is_set():
+                return
+            self._wake.clear()
+            idle_real += timeout if not woken else 0.0
+            due = self._next_due is not None and self.clock.time() >= self._next_due
+            if not (woken or due or idle_real >= self.resync):
+                continue
+            idle_real = 0.0
+            try:
+                for _ in range(100):
+                    if not self.reconcile() or self._stop.is_set():
+                        break
+            except Exception:
+                log.exception("cluster simulation pass failed")
