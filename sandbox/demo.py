@@ -124,7 +124,7 @@ def _table(rows: list[tuple[str, ...]]) -> str:
 
 def run_scenario(sandbox: Sandbox) -> dict[str, Any]:
     """Play the scenario on a started sandbox; returns what happened (for tests)."""
-    from google.cloud import pubsub_v1  # type: ignore[attr-defined]
+    from google.cloud import pubsub_v1  # type: ignore[attr-defined,unused-ignore]
 
     publisher = pubsub_v1.PublisherClient()
     subscriber = pubsub_v1.SubscriberClient()

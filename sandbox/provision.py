@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sandbox.topology import FunctionSpec
+from sandbox.topology import DEFAULT_TPU_QUOTA, TEAM_TPU_QUOTA, FunctionSpec
 from shared.config import AccelopsConfig, Settings, load_config
 from shared.kube import NAMESPACES, Resource, get_client
 
@@ -26,9 +26,13 @@ FIELD_MANAGER = "accelops-sandbox"
 
 
 def provision_kubernetes(config_path: Path) -> None:
-    """A namespace, a Kueue ClusterQueue and a LocalQueue for every configured team."""
+    """A namespace, a Kueue ClusterQueue (with TPU quota) and a LocalQueue for every
+    configured team, and the namespace of reconcile_slices' record."""
     config = load_config(str(config_path))
     kube = get_client(Settings.from_env())
+    kube.apply(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                            "metadata": {"name": config.slices.state_namespace}},
+               field_manager=FIELD_MANAGER)
     for team_name, team in config.teams.items():
         kube.apply(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
                                 "metadata": {"name": team.namespace,
@@ -38,7 +42,12 @@ def provision_kubernetes(config_path: Path) -> None:
         kube.apply(CLUSTER_QUEUES, {
             "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue",
             "metadata": {"name": cluster_queue},
-            "spec": {"namespaceSelector": {}, "resourceGroups": []},
+            "spec": {"namespaceSelector": {}, "resourceGroups": [{
+                "coveredResources": ["google.com/tpu"],
+                "flavors": [{"name": "tpu", "resources": [{
+                    "name": "google.com/tpu",
+                    "nominalQuota": TEAM_TPU_QUOTA.get(team_name, DEFAULT_TPU_QUOTA)}]}],
+            }]},
         }, field_manager=FIELD_MANAGER)
         kube.apply(LOCAL_QUEUES, {
             "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
@@ -57,7 +66,7 @@ def provision_pubsub(config_path: Path, project: str, functions: Iterable[Functi
     """Topics and pull subscriptions; with push_endpoints, the functions' push
     subscriptions too (created once the functions listen)."""
     from google.api_core import exceptions as gexc
-    from google.cloud import pubsub_v1  # type: ignore[attr-defined]
+    from google.cloud import pubsub_v1  # type: ignore[attr-defined,unused-ignore]
 
     config = load_config(str(config_path))
     publisher = pubsub_v1.PublisherClient()

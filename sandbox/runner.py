@@ -34,6 +34,8 @@ REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "config.yaml"
 DEFAULT_STATE_DIR = Path(".sandbox")
 READY_TIMEOUT = 30.0
+# Simulated seconds per real second: a scheduler minute passes every real second.
+DEFAULT_SPEED = 60.0
 
 
 def free_port() -> int:
@@ -66,6 +68,7 @@ class Component:
     log: str
     pid: int = 0
     env: dict[str, str] = field(default_factory=dict)
+    ports: dict[str, int] = field(default_factory=dict)  # further ports it serves
 
 
 class SandboxError(RuntimeError):
@@ -75,9 +78,11 @@ class SandboxError(RuntimeError):
 class Sandbox:
     """A running (or to-be-started) sandbox rooted at one state directory."""
 
-    def __init__(self, state_dir: Path, config: Path = DEFAULT_CONFIG) -> None:
+    def __init__(self, state_dir: Path, config: Path = DEFAULT_CONFIG,
+                 speed: float = DEFAULT_SPEED) -> None:
         self.state_dir = state_dir.resolve()
         self.config_source = config
+        self.speed = speed
         self.components: dict[str, Component] = {}
 
     # -- paths and environment -------------------------------------------------------
@@ -91,7 +96,11 @@ class Sandbox:
 
     @property
     def kube_url(self) -> str:
-        return f"http://127.0.0.1:{self.components['kubeapi'].port}"
+        return f"http://127.0.0.1:{self.components['cluster'].port}"
+
+    @property
+    def gke_url(self) -> str:
+        return f"http://127.0.0.1:{self.components['cluster'].ports['gke']}"
 
     @property
     def pubsub_host(self) -> str:
@@ -109,6 +118,7 @@ class Sandbox:
             "ACCELOPS_PROJECT": PROJECT,
             "ACCELOPS_LOCATION": LOCATION,
             "ACCELOPS_CLUSTER": CLUSTER,
+            "ACCELOPS_GKE_ENDPOINT": self.gke_url,
         }
 
     @contextlib.contextmanager
@@ -140,12 +150,14 @@ class Sandbox:
         self._plan()
         started = time.monotonic()
         try:
-            for name in ("kubeapi", "pubsub"):
-                self._spawn(self.components[name])
-            self._wait_ready(["kubeapi", "pubsub"])
+            self._spawn(self.components["pubsub"])
+            self._wait_ready(["pubsub"])
+            with self.client_env():
+                self._provision_pubsub(before_functions=True)
+            self._spawn(self.components["cluster"])
+            self._wait_ready(["cluster"])
             with self.client_env():
                 self._provision_kubernetes()
-                self._provision_pubsub(before_functions=True)
             for spec in FUNCTIONS:
                 self._spawn(self.components[spec.target])
             self._wait_ready([spec.target for spec in FUNCTIONS])
@@ -164,13 +176,18 @@ class Sandbox:
     def _plan(self) -> None:
         python = sys.executable
         logs = self.state_dir / "logs"
-        kube_port, pubsub_port = free_port(), free_port()
-        self.components["kubeapi"] = Component(
-            "kubeapi", kube_port,
-            [python, "-m", "sandbox.kubeapi", "--port", str(kube_port),
-             "--state-file", str(self.state_dir / "kube-state.json"),
-             "--kubeconfig", str(self.kubeconfig)],
-            str(logs / "kubeapi.log"))
+        kube_port, gke_port, pubsub_port = free_port(), free_port(), free_port()
+        reconcile_topic = "slices-reconcile"
+        self.components["cluster"] = Component(
+            "cluster", kube_port,
+            [python, "-m", "sandbox.cluster", "--kube-port", str(kube_port),
+             "--gke-port", str(gke_port), "--state-dir", str(self.state_dir),
+             "--speed", str(self.speed), "--project", PROJECT, "--location", LOCATION,
+             "--cluster", CLUSTER, "--kubeconfig", str(self.kubeconfig),
+             "--pubsub-host", f"127.0.0.1:{pubsub_port}",
+             "--unschedulable-topic", reconcile_topic,
+             "--schedule", f"{reconcile_topic}=60"],
+            str(logs / "cluster.log"), ports={"gke": gke_port})
         self.components["pubsub"] = Component(
             "pubsub", pubsub_port,
             [python, "-m", "sandbox.pubsub", "--port", str(pubsub_port),
@@ -203,7 +220,8 @@ class Sandbox:
         while pending:
             for name in list(pending):
                 component = self.components[name]
-                if _port_open(component.port):
+                ports = [component.port, *component.ports.values()]
+                if all(_port_open(port) for port in ports):
                     pending.remove(name)
                 elif not _alive(component.pid) or _exited(component.pid):
                     raise SandboxError(f"{name} exited during start-up; see {component.log}:\n"
@@ -224,7 +242,8 @@ class Sandbox:
         component = self.components[name]
         _terminate(component.pid, timeout)
         deadline = time.monotonic() + timeout
-        while _port_open(component.port) and time.monotonic() < deadline:
+        while any(_port_open(p) for p in [component.port, *component.ports.values()]) and (
+                time.monotonic() < deadline):
             time.sleep(0.05)
 
     def stop(self) -> None:
@@ -314,7 +333,7 @@ def main(args: argparse.Namespace) -> int:
     state_dir = Path(args.state_dir or os.environ.get("ACCELOPS_SANDBOX_DIR") or DEFAULT_STATE_DIR)
     try:
         if args.action == "up":
-            sandbox = Sandbox(state_dir).start()
+            sandbox = Sandbox(state_dir, speed=args.speed).start()
             _print_endpoints(sandbox)
             if args.foreground:
                 print("serving; press Ctrl-C to stop")
@@ -345,6 +364,8 @@ def main(args: argparse.Namespace) -> int:
 
 def _print_endpoints(sandbox: Sandbox) -> None:
     print(f"  Kubernetes API  {sandbox.kube_url}   (kubeconfig {sandbox.kubeconfig})")
+    print(f"  GKE API         {sandbox.gke_url}   (cluster {PROJECT}/{LOCATION}/{CLUSTER}, "
+          f"clock x{sandbox.speed:g})")
     print(f"  Pub/Sub         {sandbox.pubsub_host}   (project {PROJECT})")
     for spec in FUNCTIONS:
         print(f"  function        {spec.target:<16} {sandbox.function_url(spec.target)}")

@@ -45,7 +45,23 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
         subscription="job-requests-submit-job",
         dead_letter_topic="job-requests-dead-letter",
     ),
+    FunctionSpec(
+        target="reconcile_slices",
+        topic_key="slices_reconcile",
+        subscription="slices-reconcile-reconcile-slices",
+        dead_letter_topic="slices-reconcile-dead-letter",
+    ),
 )
+
+# Cloud Scheduler jobs (simulated seconds between runs; production: cron in Terraform).
+SCHEDULES: tuple[tuple[str, float, str], ...] = (
+    ("reconcile-slices-every-minute", 60.0, "slices_reconcile"),
+)
+
+# Kueue ClusterQueue quota per team, in TPU chips (the sandbox's stand-in for what an
+# operator configures in manifests/).
+TEAM_TPU_QUOTA: dict[str, int] = {"research": 256, "inference": 32}
+DEFAULT_TPU_QUOTA = 64
 
 # Pull subscriptions for people and tests to read what functions publish:
 # subscription id -> config topics key, or a literal topic id.

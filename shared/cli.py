@@ -105,6 +105,39 @@ def cmd_jobs_submit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _print_report(report: Any) -> None:
+    observed, plan = report.observed, report.plan
+    print(f"JobSets wanting TPU slices: {sum(1 for j in observed.jobsets if j.wants_slices)}"
+          f" of {len(observed.jobsets)}; node pools: {len(observed.pools)} "
+          f"({sum(1 for p in observed.pools if p.managed)} provisioned by accelops)")
+    for pool in sorted(observed.pools, key=lambda p: p.name):
+        owner = pool.jobset_key if pool.managed else "-"
+        print(f"  pool {pool.name:<40} {pool.status:<12} nodes {pool.nodes:<3} "
+              f"running pods {pool.active_pods:<3} jobset {owner}")
+    print(f"plan: {len(plan.actions)} action(s) due, most overdue first")
+    for action in plan.actions:
+        detail = ""
+        if action.kind == "create":
+            spec = action.spec
+            detail = (f" [{spec.machine_type} x{spec.node_count}"
+                      f"{', topology ' + spec.topology if spec.topology else ''}"
+                      f"{', spot' if spec.spot else ''}"
+                      f"{', reservation ' + spec.reservation if spec.reservation else ''}]")
+        print(f"  {action.kind:<6} {action.pool}{detail}: {action.reason}")
+    for note in plan.waiting:
+        print(f"  waiting: {note}")
+    print(report.summary())
+
+
+def cmd_slices(args: argparse.Namespace) -> int:
+    from shared.slices.reconcile import reconcile
+
+    dry_run = args.action == "plan"
+    report = reconcile(dry_run=dry_run, cleanup_only=True if args.cleanup_only else None)
+    _print_report(report)
+    return 0
+
+
 def cmd_sandbox(args: argparse.Namespace) -> int:
     from sandbox.runner import main as run_sandbox
 
@@ -145,10 +178,22 @@ def build_parser() -> argparse.ArgumentParser:
                         help="publish even if the request does not validate locally")
     submit.set_defaults(func=cmd_jobs_submit)
 
+    slices = sub.add_parser(
+        "slices", help="TPU node pools: print the plan, or reconcile once",
+        description="Observe JobSets and node pools of the cluster named by the environment "
+                    "(KUBECONFIG or ACCELOPS_PROJECT/LOCATION/CLUSTER) and plan or act.")
+    slices.add_argument("action", choices=["plan", "reconcile"],
+                        help="plan: print without acting (dry run); reconcile: act once")
+    slices.add_argument("--cleanup-only", action="store_true",
+                        help="only delete pools, never create")
+    slices.set_defaults(func=cmd_slices)
+
     sandbox = sub.add_parser("sandbox", help="the local sandbox: up, down, status, env")
     sandbox.add_argument("action", choices=["up", "down", "status", "env"])
     sandbox.add_argument("--state-dir",
                          help="where the sandbox keeps its state (default: .sandbox)")
+    sandbox.add_argument("--speed", type=float, default=60.0,
+                         help="with up: simulated seconds per real second (default: 60)")
     sandbox.add_argument("--foreground", action="store_true",
                          help="with up: stay in the foreground until interrupted")
     sandbox.set_defaults(func=cmd_sandbox)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import builtins
 import contextlib
+import email.utils
 import json
 import threading
 from collections.abc import Callable, Iterator
@@ -90,6 +91,15 @@ class KubeClient:
 
     def __init__(self, api_client: Any) -> None:
         self._api = api_client
+        self._server_time: float | None = None
+
+    def server_time(self) -> float | None:
+        """The API server's clock (its Date header) at the last response, if any.
+
+        Decisions that compare "now" with timestamps the cluster wrote (a JobSet's
+        finish time, say) use this rather than the local clock.
+        """
+        return self._server_time
 
     @property
     def host(self) -> str:
@@ -153,11 +163,21 @@ class KubeClient:
                 header_params=headers, body=body, auth_settings=["BearerToken"],
             )
             response = self._api.call_api(*serialized, _request_timeout=REQUEST_TIMEOUT)
+            self._note_date(response.headers.get("Date"))
             response.read()
             result = self._api.response_deserialize(response, {"2XX": "object"}).data
         if isinstance(result, (bytes, str)):
             result = json.loads(result or "{}")
         return result if isinstance(result, dict) else {}
+
+
+    def _note_date(self, header: str | None) -> None:
+        if not header:
+            return
+        try:
+            self._server_time = email.utils.parsedate_to_datetime(header).timestamp()
+        except (TypeError, ValueError):
+            pass
 
 
 def _status_message(body: Any) -> str:

@@ -4,18 +4,24 @@ It runs the SimClock, the sandbox Kubernetes API (state ``D/kube-state.json``),
 the sandbox GKE API (state ``D/gke-state.json``, holding the cluster whose
 endpoint is the Kubernetes API's URL) and the :class:`Simulation` of the
 cluster's controllers; prints the URLs, serves until SIGTERM/SIGINT and saves
-both states. With ``--pubsub-host`` every newly unschedulable pod is published
-to ``--unschedulable-topic`` as the Cloud Logging entry a log sink would deliver.
+both states. Simulated time is saved too (``D/clock.json``): a restarted cluster
+resumes where it stopped, as if it had been paused, so saved timestamps and
+due times stay in the past and future they were in.
+
+With ``--pubsub-host`` every newly unschedulable pod is published to
+``--unschedulable-topic`` as the Cloud Logging entry a log sink would deliver.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import signal
 import sys
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -27,6 +33,7 @@ from sandbox.cluster.objects import Obj, timestamp
 from sandbox.cluster.simulation import Simulation
 from sandbox.gke import GkeState, start_gke_api
 from sandbox.kubeapi import ObjectStore, start_kube_api
+from sandbox.scheduler import ScheduledJob, Scheduler
 
 log = logging.getLogger("sandbox.cluster")
 
@@ -47,11 +54,51 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--pubsub-host", help="host:port of the (sandbox) Pub/Sub endpoint")
     parser.add_argument("--unschedulable-topic",
                         help="topic receiving FailedScheduling log entries")
+    parser.add_argument("--schedule", action="append", default=[], metavar="TOPIC=SECONDS",
+                        help="publish a tick to TOPIC every SECONDS of simulated time "
+                             "(a Cloud Scheduler job); needs --pubsub-host; repeatable")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
+    if args.schedule and not args.pubsub_host:
+        parser.error("--schedule needs --pubsub-host")
     if args.pubsub_host and not args.unschedulable_topic:
         parser.error("--pubsub-host needs --unschedulable-topic")
     return args
+
+
+def load_clock(path: Path, speed: float) -> SimClock:
+    """A SimClock resuming at the saved simulated time (now, when nothing was saved)."""
+    start: datetime | None = None
+    if path.exists():
+        try:
+            start = datetime.fromtimestamp(float(json.loads(path.read_text())["time"]), UTC)
+        except (ValueError, KeyError, TypeError):
+            log.warning("ignoring unreadable %s", path)
+    return SimClock(speed=speed, start=start)
+
+
+def save_clock(path: Path, clock: SimClock) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"time": clock.time(), "iso": clock.isoformat()}))
+    os.replace(tmp, path)
+
+
+def start_scheduler(clock: SimClock, project: str, schedules: list[str]) -> Scheduler:
+    """Cloud Scheduler jobs publishing ticks to Pub/Sub on the simulated clock."""
+    from google.cloud import pubsub_v1  # type: ignore[attr-defined,unused-ignore]
+
+    publisher = pubsub_v1.PublisherClient()
+    jobs = []
+    for item in schedules:
+        topic, _, seconds = item.partition("=")
+        jobs.append(ScheduledJob(name=f"tick-{topic}", every_seconds=float(seconds),
+                                 topic=publisher.topic_path(project, topic),
+                                 attributes={"trigger": "schedule"}))
+
+    def publish(job: ScheduledJob) -> None:
+        publisher.publish(job.topic, job.data, **job.attributes).result(timeout=10)
+
+    return Scheduler(clock, jobs, publish).start()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -68,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
 
     state_dir = Path(args.state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
-    clock = SimClock(speed=args.speed)
+    clock = load_clock(state_dir / "clock.json", args.speed)
     store = ObjectStore(clock=clock)
     cluster = ClusterRef(args.project, args.location, args.cluster)
     kube = start_kube_api("127.0.0.1", args.kube_port, state_file=state_dir / "kube-state.json",
@@ -79,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                         state_file=state_dir / "gke-state.json")
     simulation = Simulation(store, clock, gke_state=gke_state, cluster=cluster.path)
     sink: PubSubSink | None = None
+    scheduler: Scheduler | None = None
     try:
         if args.kubeconfig:
             kube.write_kubeconfig(args.kubeconfig)
@@ -91,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
                 return publish(event, timestamp(clock))
 
             simulation.on_unschedulable(on_unschedulable)
+        if args.schedule:
+            scheduler = start_scheduler(clock, cluster.project, args.schedule)
         simulation.start()
         print(f"kubernetes {kube.url}", flush=True)
         print(f"gke {gke.url}", flush=True)
@@ -98,9 +148,12 @@ def main(argv: list[str] | None = None) -> int:
         while not done.wait(0.5):
             pass
     finally:
+        if scheduler is not None:
+            scheduler.stop()
         simulation.stop()
         gke.stop()
         kube.stop()
+        save_clock(state_dir / "clock.json", clock)
         if sink is not None:
             sink.close()
     return 0

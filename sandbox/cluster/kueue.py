@@ -196,6 +196,8 @@ class KueueController:
                 order=self._order(jobset), local_queue=local_queue,
                 cluster_queue=str(cq_name) if cq_name else None))
 
+        live = {uid_of(js) for js in jobsets}
+        self._seen = {uid: order for uid, order in self._seen.items() if uid in live}
         pending_count = self._admit(candidates, cluster_queues, usage, admitted_count, lq_counts)
         self._update_queue_statuses(cluster_queues, local_queues, usage, admitted_count,
                                     pending_count, lq_counts)

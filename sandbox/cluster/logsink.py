@@ -61,7 +61,7 @@ class PubSubSink:
 
     def __init__(self, cluster: ClusterRef, topic: str, publisher: Any = None) -> None:
         if publisher is None:
-            from google.cloud import pubsub_v1
+            from google.cloud import pubsub_v1  # type: ignore[attr-defined,unused-ignore]
 
             publisher = pubsub_v1.PublisherClient()
         self.cluster = cluster

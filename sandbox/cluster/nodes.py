@@ -15,10 +15,12 @@ collector does it (phase Failed, reason ``NodeLost``, condition
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import random
 import re
 import string
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +41,6 @@ from sandbox.cluster.objects import (
     condition,
     delete_quietly,
     deleting,
-    labels_of,
     meta,
     name_of,
     namespace_of,
@@ -199,8 +200,12 @@ class NodePoolController:
         }
 
     def node_name(self, cluster: ClusterRef, pool_name: str) -> str:
-        """``gke-<cluster>-<pool>-<8 hex>-<4 random>``, at most 63 characters."""
-        group = short_digest(cluster.path, pool_name, length=8)
+        """``gke-<cluster>-<pool>-<8 hex>-<4 random>``, at most 63 characters.
+
+        The hex part is the pool's instance group hash, the one in the GKE API's
+        ``instanceGroupUrls`` (``gke-<cluster>-<pool>-<8 hex>-grp``), as on GKE.
+        """
+        group = hashlib.sha256(f"{cluster.path}/{pool_name}".encode()).hexdigest()[:8]
         stem = f"gke-{cluster.name[:20]}-{pool_name}"[:49].rstrip("-")
         suffix = "".join(self._rng.choice(_SUFFIX_ALPHABET) for _ in range(4))
         return f"{stem}-{group}-{suffix}"
@@ -298,10 +303,15 @@ class NodePoolController:
                 ],
                 "nodeInfo": {
                     "architecture": "amd64",
+                    "bootID": str(uuid.UUID(int=self._rng.getrandbits(128))),
+                    "containerRuntimeVersion": "containerd://1.7.24",
+                    "kernelVersion": "6.1.112+",
+                    "kubeProxyVersion": "v1.31.5-gke.1169000",
+                    "kubeletVersion": "v1.31.5-gke.1169000",
+                    "machineID": short_digest(name, "machine", length=32),
                     "operatingSystem": "linux",
                     "osImage": "Container-Optimized OS from Google",
-                    "kubeletVersion": "v1.31.5-gke.1000000",
-                    "containerRuntimeVersion": "containerd://1.7.24",
+                    "systemUUID": str(uuid.UUID(int=self._rng.getrandbits(128))),
                 },
             },
         }
@@ -365,7 +375,3 @@ class NodePoolController:
         except ApiError as exc:
             if exc.code != 404:
                 raise
-
-    def pool_names(self) -> set[str]:
-        """Names of the node pools that have Nodes."""
-        return {labels_of(n).get(LABEL_NODEPOOL, "") for n in self.store.list(*NODES)} - {""}

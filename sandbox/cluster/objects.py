@@ -16,14 +16,6 @@ from typing import Any
 from sandbox.clock import SimClock
 from sandbox.kubeapi import ApiError, ObjectStore, format_timestamp
 
-__all__ = [
-    "Obj",
-    "ResourceKey",
-    "condition",
-    "is_true",
-    "record_event",
-]
-
 Obj = dict[str, Any]
 ResourceKey = tuple[str, str]
 

@@ -221,7 +221,7 @@ class Scheduler:
                         self._start(pod, state)  # created with nodeName: the kubelet runs it
             elif self._ours(pod):
                 pending.append(pod)
-        for group in self._groups(pending, pods):
+        for group in self._groups(pending):
             self._schedule(group, nodes, occupants)
 
     @staticmethod
@@ -230,7 +230,7 @@ class Scheduler:
         return (spec.get("schedulerName") or SCHEDULER_NAME) == SCHEDULER_NAME \
             and not spec.get("schedulingGates")
 
-    def _groups(self, pending: list[Obj], all_pods: list[Obj]) -> list[_Group]:
+    def _groups(self, pending: list[Obj]) -> list[_Group]:
         groups: dict[str, _Group] = {}
         for pod in pending:
             job_uid = controller_uid(pod, "Job")

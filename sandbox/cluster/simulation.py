@@ -67,7 +67,7 @@ class Simulation:
         gke_state: PoolEventSource | None = None,
         cluster: str | None = None,
         tick: float = 0.05,
-        resync: float = 1.0,
+        resync: float = 5.0,
     ) -> None:
         self.store = store
         self.clock = clock

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import email.utils
 import json
 import logging
 import os
@@ -127,6 +128,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
         self.end_headers()
         self.wfile.write(payload)
+
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        """The Date header from the store's clock, as a real API server sends its own
+        time: clients that take "now" from the cluster then agree with timestamps in
+        the objects, simulated or not."""
+        if timestamp is None:
+            moment = self.server.api.store.clock()
+            timestamp = moment if isinstance(moment, (int, float)) else moment.timestamp()
+        return email.utils.formatdate(timestamp, usegmt=True)
 
     def log_message(self, format: str, *args: Any) -> None:
         log.debug("%s " + format, self.address_string(), *args)

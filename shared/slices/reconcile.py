@@ -128,10 +128,13 @@ def reconcile(settings: Settings | None = None, *, dry_run: bool = False,
     if cleanup_only is not None:
         config = config.model_copy(update={
             "slices": config.slices.model_copy(update={"cleanup_only": cleanup_only})})
-    now = time.time() if now is None else now
     namespace = config.slices.state_namespace
     kube = get_client(settings)
     record = load_record(kube, namespace)
+    if now is None:
+        # The cluster's clock, not this machine's: grace periods are measured
+        # against timestamps the cluster wrote.
+        now = kube.server_time() or time.time()
     waiting_on = _check_inflight(record, settings, now)
     observed = observe(kube, settings, config)
     plan = plan_slices(observed, config.slices, now, record.idle_since)

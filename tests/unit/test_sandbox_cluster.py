@@ -213,7 +213,8 @@ def test_a_two_slice_v5e_16_jobset_with_enough_quota_is_admitted(store, sim):
     [workload] = store.list(KUEUE, "workloads", NAMESPACE)
     assert re.fullmatch(r"jobset-llama-[0-9a-f]{5}", workload["metadata"]["name"])
     assert workload["metadata"]["ownerReferences"][0]["uid"] == admitted["metadata"]["uid"]
-    assert is_true(workload, "QuotaReserved") and is_true(workload, "Admitted")
+    assert is_true(workload, "QuotaReserved")
+    assert is_true(workload, "Admitted")
     assert workload["status"]["admission"]["podSetAssignments"][0]["resourceUsage"] \
         == {"google.com/tpu": "32"}
     usage = store.get(KUEUE, "clusterqueues", "research-cq")["status"]["flavorsUsage"]
@@ -237,7 +238,8 @@ def test_a_jobset_needing_more_than_the_free_quota_waits_until_another_one_finis
     [workload] = [w for w in store.list(KUEUE, "workloads", NAMESPACE)
                   if "second" in w["metadata"]["name"]]
     pending = condition(workload, "QuotaReserved")
-    assert pending is not None and pending["status"] == "False"
+    assert pending is not None
+    assert pending["status"] == "False"
     assert "insufficient unused quota for google.com/tpu" in pending["message"]
     assert "32 more needed" in pending["message"]
 
@@ -462,7 +464,8 @@ def test_pods_without_matching_nodes_stay_pending_with_one_failed_scheduling_eve
     for pod in waiting:
         assert pod["status"]["phase"] == "Pending"
         scheduled = condition(pod, "PodScheduled")
-        assert scheduled is not None and scheduled["status"] == "False"
+        assert scheduled is not None
+        assert scheduled["status"] == "False"
         assert scheduled["reason"] == "Unschedulable"
         assert scheduled["message"].startswith(
             "0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector.")
@@ -549,7 +552,8 @@ def test_pods_run_for_their_simulated_time_and_the_jobset_completes(store, sim, 
 
     done = jobset(store, "llama")
     completed = condition(done, "Completed")
-    assert completed is not None and completed["status"] == "True"
+    assert completed is not None
+    assert completed["status"] == "True"
     assert completed["reason"] == "AllJobsCompleted"
     assert completed["lastTransitionTime"] == "2026-11-21T08:10:01Z"
     assert done["status"]["terminalState"] == "Completed"
@@ -557,7 +561,8 @@ def test_pods_run_for_their_simulated_time_and_the_jobset_completes(store, sim, 
     for pod in pods_of(store, "llama"):
         assert pod["status"]["phase"] == "Succeeded"
         terminated = pod["status"]["containerStatuses"][0]["state"]["terminated"]
-        assert terminated["exitCode"] == 0 and terminated["reason"] == "Completed"
+        assert terminated["exitCode"] == 0
+        assert terminated["reason"] == "Completed"
     for job in store.list("batch", "jobs", NAMESPACE):
         assert is_true(job, "Complete")
         assert job["status"]["succeeded"] == 4
@@ -589,7 +594,8 @@ def test_a_failing_jobset_with_max_restarts_1_restarts_once_and_then_fails(
     failed = jobset(store, "flaky")
     assert failed["status"]["restarts"] == 1
     reason = condition(failed, "Failed")
-    assert reason is not None and reason["status"] == "True"
+    assert reason is not None
+    assert reason["status"] == "True"
     assert reason["reason"] == "ReachedMaxRestarts"
     assert failed["status"]["terminalState"] == "Failed"
     terminated = pods_of(store, "flaky")[0]["status"]["containerStatuses"][0]["state"]
@@ -635,7 +641,8 @@ def test_a_running_jobset_suspended_again_loses_its_pods_and_gets_them_back_on_r
 
     assert [p["status"]["phase"] for p in pods_of(store, "manual")] == ["Running"] * 8
     resumed = condition(jobset(store, "manual"), "Suspended")
-    assert resumed is not None and resumed["status"] == "False"
+    assert resumed is not None
+    assert resumed["status"] == "False"
 
 
 # ----------------------------------------------------------------------------- wiring
@@ -709,7 +716,8 @@ def test_a_failed_scheduling_event_becomes_the_log_entry_a_sink_would_publish(st
     labels = entry["resource"]["labels"]
     assert labels["namespace_name"] == NAMESPACE
     assert labels["pod_name"].startswith("llama-slice-0-")
-    assert labels["cluster_name"] == CLUSTER_NAME and labels["location"] == LOCATION
+    assert labels["cluster_name"] == CLUSTER_NAME
+    assert labels["location"] == LOCATION
     assert entry["jsonPayload"]["reason"] == "FailedScheduling"
     assert entry["jsonPayload"]["message"] == "no nodes available to schedule pods"
     assert entry["severity"] == "WARNING"
