@@ -24,13 +24,17 @@ from typing import Any
 
 from sandbox.runner import Sandbox, SandboxError
 from sandbox.topology import FUNCTIONS, PROJECT
+from shared.kube import JOBSETS as JOBSETS_RESOURCE
 
 __all__ = ["main", "run_scenario"]
 
 REQUESTS = Path(__file__).resolve().parent / "requests"
-VALID = ["llama-multislice.json", "gemma-v4.json", "mixtral-v5p.json", "serve-v6e.json"]
+VALID = ["llama-multislice.json", "gemma-v4.json", "mixtral-v5p.json", "serve-v6e.json",
+         "serve-large-v6e.json"]
 INVALID = "invalid-too-many-slices.json"
 WAIT_SECONDS = 30.0
+LIFECYCLE_SECONDS = 120.0  # real seconds; the whole lifecycle takes ~30 s at 120x
+DEMO_SPEED = 120.0
 
 
 def _publish(publisher: Any, topic: str, data: bytes) -> str:
@@ -170,11 +174,95 @@ def run_scenario(sandbox: Sandbox) -> dict[str, Any]:
         print(f"   message {attrs['source_message_id']}: {attrs['rejection_reason']}")
         print(f"   field {attrs['rejection_field']!r}, rule {attrs['rejection_rule']!r}; "
               f"original {len(rejection.data)} bytes kept unchanged")
+
+        print(f"\n7. lifecycle on the simulated clock (x{sandbox.speed:g}): Kueue admits, "
+              "reconcile_slices creates node pools, pods run, pools are reaped")
+        timelines = follow_lifecycle(sandbox, len(jobsets))
+        print_timelines(timelines)
         return {"jobsets": jobsets, "rejection": attrs, "duplicate_status": status,
-                "rejected_data": bytes(rejection.data), "outcomes": outcomes}
+                "rejected_data": bytes(rejection.data), "outcomes": outcomes,
+                "timelines": timelines}
     finally:
         subscriber.close()
         publisher.transport.close()
+
+
+def _operations() -> list[dict[str, Any]]:
+    from google.cloud import container_v1  # type: ignore[attr-defined,unused-ignore]
+
+    from shared import gke
+    from shared.config import Settings
+
+    settings = Settings.from_env()
+    response = gke.container_client(settings).list_operations(
+        parent=f"projects/{settings.project}/locations/{settings.location}")
+    return [container_v1.Operation.to_dict(op, use_integers_for_enums=False,
+                                           preserving_proto_field_name=False)
+            for op in response.operations]
+
+
+def _snapshot() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
+    from shared import gke
+    from shared.config import Settings
+    from shared.kube import PODS, get_client
+
+    kube = get_client(Settings.from_env())
+    return (kube.list(JOBSETS_RESOURCE), kube.list(PODS),
+            gke.list_node_pools(Settings.from_env()))
+
+
+def _finished(jobset: dict[str, Any]) -> bool:
+    return any(c.get("type") in ("Completed", "Failed") and c.get("status") == "True"
+               for c in (jobset.get("status") or {}).get("conditions") or [])
+
+
+def follow_lifecycle(sandbox: Sandbox, expected: int) -> list[Any]:
+    """Print progress until every JobSet finished and every pool is gone."""
+    from sandbox.timeline import build_timelines
+
+    deadline = time.monotonic() + LIFECYCLE_SECONDS
+    last = ""
+    while True:
+        jobsets, pods, pools = _snapshot()
+        admitted = sum(1 for j in jobsets if not j["spec"].get("suspend", False))
+        running = len({p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name")
+                       for p in pods if (p.get("status") or {}).get("phase") == "Running"})
+        done = sum(1 for j in jobsets if _finished(j))
+        ready = sum(1 for p in pools if p.status == "RUNNING")
+        line = (f"   JobSets: {admitted}/{len(jobsets)} admitted, {running} running, {done} done"
+                f" | node pools: {ready} ready, {len(pools) - ready} changing")
+        if line != last:
+            print(line, flush=True)
+            last = line
+        if done >= expected and not pools:
+            return build_timelines(jobsets, pods, _operations())
+        if time.monotonic() > deadline:
+            raise SandboxError(f"the lifecycle did not finish within {LIFECYCLE_SECONDS:.0f}s")
+        time.sleep(0.25)
+
+
+def _minutes(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+
+
+def print_timelines(timelines: list[Any]) -> None:
+    """A table per job, then one line per slice (simulated minutes)."""
+    header = ("JobSet", "TPU", "outcome", "queue wait", "provisioning", "run", "chip-hours")
+    rows = [header] + [
+        (t.name, t.tpu_type, t.outcome or "-", _minutes(t.queue_wait),
+         _minutes(t.provisioning), _minutes(t.run_time),
+         f"{t.chip_hours:.1f}" if t.chip_hours is not None else "-") for t in timelines]
+    print("\n" + _table(rows))
+    print("\n   per slice: admission -> create request, create request -> pool ready, "
+          "job end -> delete request (idle)")
+    for t in timelines:
+        for piece in t.slices:
+            ready = (None if piece.ready is None or piece.create_requested is None
+                     else piece.ready - piece.create_requested)
+            print(f"   {piece.pool:<40} {_minutes(t.admission_to_create(piece)):>7} "
+                  f"{_minutes(ready):>7} {_minutes(t.idle(piece)):>7}")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -183,7 +271,7 @@ def main(args: argparse.Namespace) -> int:
         state_dir = Path(args.state_dir) if args.state_dir else Path(tmp)
         print(f"starting the sandbox in {state_dir} ...")
         try:
-            sandbox = Sandbox(state_dir).start()
+            sandbox = Sandbox(state_dir, speed=DEMO_SPEED).start()
         except SandboxError as exc:
             print(f"accelops demo: {exc}")
             return 1

@@ -114,7 +114,7 @@ def _print_report(report: Any) -> None:
         owner = pool.jobset_key if pool.managed else "-"
         print(f"  pool {pool.name:<40} {pool.status:<12} nodes {pool.nodes:<3} "
               f"running pods {pool.active_pods:<3} jobset {owner}")
-    print(f"plan: {len(plan.actions)} action(s) due, most overdue first")
+    print(f"plan: {len(plan.actions)} action(s) due, in the order they will be started")
     for action in plan.actions:
         detail = ""
         if action.kind == "create":

@@ -11,8 +11,9 @@ Rules, for pools labelled as accelops' and JobSets that want TPU slices:
   JobSet has running pods anywhere;
 * in cleanup-only mode, only delete.
 
-Every action due now is returned, most overdue first; the reconciler starts only
-the first one per run because GKE runs one operation per cluster at a time.
+Every action due now is returned, deletions first, then the longest waiting; the
+reconciler starts only the first one per run because GKE runs one operation per
+cluster at a time.
 """
 
 from __future__ import annotations
@@ -130,5 +131,7 @@ def plan_slices(observed: Observed, settings: SliceConfig, now: float,
                            f"in {due - now:.0f}s")
             continue
         actions.append(DeletePool(pool.name, pool.jobset_key, due=due, reason=reason))
-    actions.sort(key=lambda a: (a.due, a.kind != "delete", a.pool))
+    # Deletes first: an idle slice costs money by the minute, and freeing it can free
+    # quota for the next job; then the work that has waited longest.
+    actions.sort(key=lambda a: (a.kind != "delete", a.due, a.pool))
     return Plan(actions=tuple(actions), waiting=tuple(waiting), idle_since=idle)

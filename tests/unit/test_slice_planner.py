@@ -175,14 +175,14 @@ def test_pools_not_labelled_by_accelops_are_never_touched():
     assert plan([], [foreign]).actions == ()
 
 
-def test_the_oldest_work_comes_first():
+def test_deletions_come_first_then_the_longest_waiting_jobset():
     old = jobset(name="old", slices=1, created_at=NOW - 600)
     new = jobset(name="new", slices=1, created_at=NOW - 10)
     finished = jobset(name="fin", slices=1, finished_at=NOW - 400)
 
     result = plan([new, old, finished], [pool(finished, 0)])
 
-    assert [a.jobset for a in result.actions] == ["research/old", "research/fin",
+    assert [a.jobset for a in result.actions] == ["research/fin", "research/old",
                                                   "research/new"]
 
 
