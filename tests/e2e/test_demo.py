@@ -11,17 +11,23 @@ import pytest
 pytestmark = pytest.mark.e2e
 
 
-def test_the_demo_creates_four_jobsets_rejects_one_request_and_stops_everything():
+def test_the_demo_runs_every_job_through_its_whole_lifecycle_and_stops_everything():
     result = subprocess.run([sys.executable, "-m", "shared.cli", "demo"], capture_output=True,
-                            text=True, timeout=120, check=False)
+                            text=True, timeout=300, check=False)
     out = result.stdout
 
     assert result.returncode == 0, out + result.stderr
-    assert "JobSets in the cluster: 4" in out
+    assert "JobSets in the cluster: 5" in out
     for row in (r"llama-pretrain-\w+\s+research\s+research-queue\s+v5litepod-16\s+2 x 4\s+32",
                 r"mixtral-sft-\w+\s+research\s+research-queue\s+v5p-128\s+3 x 16\s+192",
                 r"serve-bench-\w+\s+inference\s+inference-queue\s+v6e-8\s+1 x 1\s+8"):
         assert re.search(row, out), row
     assert out.count("duplicate, nothing created") == 2
     assert "may use at most 4" in out
+    assert "JobSets: 5/5 admitted, 0 running, 5 done | node pools: 0 ready, 0 changing" in out
+    assert len(re.findall(r"^  \S+\s+\S+\s+Completed\s", out, re.MULTILINE)) == 5
+    # serve-large waits for the inference team's quota until serve-bench is done
+    [wait] = re.findall(r"serve-large-\w+\s+v6e-16\s+Completed\s+(\d+)m", out)
+    assert int(wait) > 0
+    assert len(re.findall(r"^   \S+-s\d\s", out, re.MULTILINE)) == 9  # one line per slice
     assert "sandbox stopped" in out

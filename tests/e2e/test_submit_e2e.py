@@ -143,12 +143,12 @@ def test_an_invalid_request_is_rejected_with_its_reason_and_creates_nothing(
 def test_kubernetes_down_is_retried_and_the_request_lands_once_it_is_back(
     sandbox, publisher, custom
 ):
-    sandbox.stop_component("kubeapi")
+    sandbox.stop_component("cluster")
     message_id = publish(publisher, request("mixtral-v5p.json", "e2e-outage"))
     retries = wait_for(lambda: [e for e in function_log(sandbox)
                                 if e.get("message_id") == message_id
                                 and e["message"].startswith("will retry")])
-    sandbox.restart("kubeapi")
+    sandbox.restart("cluster")
 
     [jobset] = wait_for(lambda: jobsets_for(custom, "e2e-outage"), timeout=30)
 
