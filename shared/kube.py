@@ -174,10 +174,8 @@ class KubeClient:
     def _note_date(self, header: str | None) -> None:
         if not header:
             return
-        try:
+        with contextlib.suppress(TypeError, ValueError):
             self._server_time = email.utils.parsedate_to_datetime(header).timestamp()
-        except (TypeError, ValueError):
-            pass
 
 
 def _status_message(body: Any) -> str:
