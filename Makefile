@@ -31,6 +31,7 @@ unit: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m tests.bench
+	$(PY) -m tests.bench.slices
 
 sandbox-up: $(STAMP)
 	$(VENV)/bin/accelops sandbox up
