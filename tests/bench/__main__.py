@@ -183,6 +183,7 @@ def main() -> int:
         kube.store.create("", "namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                              "metadata": {"name": "research"}})
         pubsub.broker.create_topic(f"projects/{PROJECT}/topics/job-rejections")
+        pubsub.broker.create_topic(f"projects/{PROJECT}/topics/slices-reconcile")
         try:
             print(f"\ncold start: spawn -> first 2xx of submit_job for a valid request "
                   f"(median of {SAMPLES}, interleaved)")

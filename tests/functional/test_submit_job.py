@@ -239,3 +239,21 @@ print(json.dumps({{"status": status, "loaded": loaded,
 
     assert outcome == {"status": 200, "loaded": [], "pubsub": True}
     assert len(pull_rejections()) == 1
+
+
+def test_a_created_jobset_asks_reconcile_slices_to_run(app_client, cluster, pubsub_api):
+    from sandbox.pubsub import SubscriptionConfig
+
+    topic = "projects/accelops-test/topics/slices-reconcile"
+    pubsub_api.broker.create_topic(topic)
+    sub = "projects/accelops-test/subscriptions/reconcile-audit"
+    pubsub_api.broker.create_subscription(SubscriptionConfig(name=sub, topic=topic))
+
+    response = app_client.post("/", json=load_event("pubsub_push_job_request.json"))
+    [delivery] = pubsub_api.broker.pull(sub, 10, timeout=5)
+
+    assert response.status_code == 200
+    [jobset] = jobsets(cluster)
+    assert delivery.message.attributes == {
+        "trigger": "jobset-applied",
+        "jobset": f"research/{jobset['metadata']['name']}"}
