@@ -32,6 +32,7 @@ __all__ = [
     "Topics",
     "format_validation_error",
     "load_config",
+    "load_config_or_retry",
     "parse_config",
 ]
 
@@ -235,3 +236,19 @@ def load_config(source: str) -> AccelopsConfig:
     with _cache_lock:
         _cache[source] = _Cached(config, stamp, now)
     return config
+
+
+def load_config_or_retry(settings: Settings) -> AccelopsConfig:
+    """The configuration a handler runs with; TransientError when it is unusable.
+
+    A missing or broken configuration is not the event's fault: the event is
+    retried (and dead-lettered eventually) until an operator fixes it, never refused.
+    """
+    from shared.errors import TransientError
+
+    try:
+        settings.require("config_source")
+        assert settings.config_source is not None
+        return load_config(settings.config_source)
+    except ConfigError as exc:
+        raise TransientError(f"configuration unusable: {exc.message}") from exc

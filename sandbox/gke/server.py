@@ -44,9 +44,9 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from sandbox.gke.driver import OperationDriver
 from sandbox.gke.errors import GkeError, JsonObject
 from sandbox.gke.faults import MUTATING, FaultInjector
-from sandbox.gke.persistence import load_state, save_state
 from sandbox.gke.state import Cluster, GkeState, rfc3339
 from sandbox.gke.wire import decode_request, encode_response, wants_int_enums
+from sandbox.statefile import load_state, save_state
 
 __all__ = ["GkeApiServer", "RequestLog", "RequestRecord"]
 

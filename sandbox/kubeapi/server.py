@@ -31,9 +31,9 @@ from urllib.parse import urlsplit
 from sandbox.kubeapi.errors import ApiError, status_body
 from sandbox.kubeapi.faults import FaultInjector
 from sandbox.kubeapi.kubeconfig import DEFAULT_CONTEXT, write_kubeconfig
-from sandbox.kubeapi.persistence import load_state, save_state
 from sandbox.kubeapi.routes import DEFAULT_GIT_VERSION, ApiRouter, Request, Response, parse_query
 from sandbox.kubeapi.store import Clock, ObjectStore
+from sandbox.statefile import load_state, save_state
 
 log = logging.getLogger(__name__)
 

@@ -21,9 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from shared.config import AccelopsConfig, Settings, load_config
+from shared.config import AccelopsConfig, Settings, load_config_or_retry
 from shared.errors import (
-    ConfigError,
     ConflictError,
     NotFoundError,
     PermanentError,
@@ -59,16 +58,6 @@ def plan_submission(message: PubSubMessage, config: AccelopsConfig) -> dict[str,
     return render_jobset(admission, request.request_id or message.message_id)
 
 
-def _load(settings: Settings) -> AccelopsConfig:
-    try:
-        settings.require("config_source")
-        assert settings.config_source is not None
-        return load_config(settings.config_source)
-    except ConfigError as exc:
-        # Not the message's fault: retry until an operator fixes the configuration.
-        raise TransientError(f"configuration unusable: {exc.message}") from exc
-
-
 def submit_message(message: PubSubMessage, settings: Settings | None = None) -> SubmitOutcome:
     """Handle one job-request message.
 
@@ -77,7 +66,7 @@ def submit_message(message: PubSubMessage, settings: Settings | None = None) -> 
     unavailable.
     """
     settings = settings or Settings.from_env()
-    config = _load(settings)
+    config = load_config_or_retry(settings)
     try:
         jobset = plan_submission(message, config)
     except PermanentError as exc:

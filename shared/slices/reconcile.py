@@ -12,9 +12,8 @@ import time
 from dataclasses import dataclass
 
 from shared import gke
-from shared.config import AccelopsConfig, Settings, load_config
+from shared.config import AccelopsConfig, Settings, load_config_or_retry
 from shared.errors import (
-    ConfigError,
     ConflictError,
     NotFoundError,
     OperationInProgressError,
@@ -62,15 +61,6 @@ def observe(kube: KubeClient, settings: Settings, config: AccelopsConfig) -> Obs
     nodes = kube.list(NODES, label_selector=NODEPOOL_LABEL)
     pools = gke.list_node_pools(settings)
     return build_observed(jobsets, pods, nodes, pools, config.slices)
-
-
-def _config(settings: Settings) -> AccelopsConfig:
-    try:
-        settings.require("config_source")
-        assert settings.config_source is not None
-        return load_config(settings.config_source)
-    except ConfigError as exc:
-        raise TransientError(f"configuration unusable: {exc.message}") from exc
 
 
 def _check_inflight(record: SliceRecord, settings: Settings, now: float) -> str | None:
@@ -124,7 +114,7 @@ def reconcile(settings: Settings | None = None, *, dry_run: bool = False,
               cleanup_only: bool | None = None, now: float | None = None) -> ReconcileReport:
     """Run once. Raises TransientError when the cluster or GKE cannot be reached."""
     settings = settings or Settings.from_env()
-    config = _config(settings)
+    config = load_config_or_retry(settings)
     if cleanup_only is not None:
         config = config.model_copy(update={
             "slices": config.slices.model_copy(update={"cleanup_only": cleanup_only})})

@@ -8,55 +8,31 @@ through the sandbox GKE API; pods run and finish; pools are deleted.
 from __future__ import annotations
 
 import json
-import time
 import urllib.request
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from google.cloud import pubsub_v1
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 
 from sandbox.runner import Sandbox
 from sandbox.topology import PROJECT
 from shared import gke
 from shared.config import Settings
 from shared.names import pool_name
+from tests.e2e.conftest import wait_for
 
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
-SPEED = 300.0  # a simulated minute every 0.2 s
+SANDBOX_SPEED = 300.0  # a simulated minute every 0.2 s
 
 
-def wait_for(condition: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result or time.monotonic() > deadline:
-            return result
-        time.sleep(0.1)
 
 
-@pytest.fixture(scope="module")
-def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    running = Sandbox(tmp_path_factory.mktemp("slices"), speed=SPEED).start(progress=False)
-    try:
-        with running.client_env():
-            yield running
-    finally:
-        running.stop()
 
 
-@pytest.fixture(scope="module")
-def custom(sandbox: Sandbox) -> Iterator[k8s.CustomObjectsApi]:
-    api_client = k8s_config.new_client_from_config(config_file=str(sandbox.kubeconfig))
-    try:
-        yield k8s.CustomObjectsApi(api_client)
-    finally:
-        api_client.close()
 
 
 def control(sandbox: Sandbox, path: str, body: dict[str, Any] | None = None) -> Any:

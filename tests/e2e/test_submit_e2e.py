@@ -11,17 +11,17 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from google.cloud import pubsub_v1
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 
 from sandbox.runner import Sandbox
 from sandbox.topology import PROJECT
+from tests.e2e.conftest import wait_for
 
 pytestmark = pytest.mark.e2e
 
@@ -29,32 +29,10 @@ REPO = Path(__file__).resolve().parents[2]
 REQUESTS = REPO / "sandbox" / "requests"
 
 
-def wait_for(condition: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        result = condition()
-        if result or time.monotonic() > deadline:
-            return result
-        time.sleep(0.1)
 
 
-@pytest.fixture(scope="module")
-def sandbox(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
-    running = Sandbox(tmp_path_factory.mktemp("sandbox")).start(progress=False)
-    try:
-        with running.client_env():
-            yield running
-    finally:
-        running.stop()
 
 
-@pytest.fixture(scope="module")
-def custom(sandbox: Sandbox) -> Iterator[k8s.CustomObjectsApi]:
-    api_client = k8s_config.new_client_from_config(config_file=str(sandbox.kubeconfig))
-    try:
-        yield k8s.CustomObjectsApi(api_client)
-    finally:
-        api_client.close()
 
 
 @pytest.fixture(scope="module")

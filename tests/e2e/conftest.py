@@ -1,0 +1,49 @@
+"""Shared fixtures for tests that drive a whole running sandbox (separate processes).
+
+A module may set ``SANDBOX_SPEED`` (simulated seconds per real second) to run its
+sandbox faster than the default.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from sandbox.runner import DEFAULT_SPEED, Sandbox
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 30.0) -> Any:
+    """Poll until the condition is truthy or the timeout passes; returns its last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = condition()
+        if result or time.monotonic() > deadline:
+            return result
+        time.sleep(0.1)
+
+
+@pytest.fixture(scope="module")
+def sandbox(request: pytest.FixtureRequest,
+            tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
+    speed = getattr(request.module, "SANDBOX_SPEED", DEFAULT_SPEED)
+    running = Sandbox(tmp_path_factory.mktemp("sandbox"), speed=speed).start(progress=False)
+    try:
+        with running.client_env():
+            yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture(scope="module")
+def custom(sandbox: Sandbox) -> Iterator[k8s.CustomObjectsApi]:
+    """The kubernetes client's CustomObjectsApi, from the sandbox's kubeconfig."""
+    api_client = k8s_config.new_client_from_config(config_file=str(sandbox.kubeconfig))
+    try:
+        yield k8s.CustomObjectsApi(api_client)
+    finally:
+        api_client.close()
