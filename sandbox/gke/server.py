@@ -26,17 +26,15 @@ recorded, never hit by injected faults)::
 from __future__ import annotations
 
 import collections
-import contextlib
 import json
 import logging
 import os
 import re
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -46,6 +44,7 @@ from sandbox.gke.errors import GkeError, JsonObject
 from sandbox.gke.faults import MUTATING, FaultInjector
 from sandbox.gke.state import Cluster, GkeState, rfc3339
 from sandbox.gke.wire import decode_request, encode_response, wants_int_enums
+from sandbox.httpserver import ApiHttpServer
 from sandbox.statefile import load_state, save_state
 
 __all__ = ["GkeApiServer", "RequestLog", "RequestRecord"]
@@ -184,35 +183,9 @@ _ROUTES: tuple[tuple[str, re.Pattern[str], _Handler], ...] = tuple(
 # ---------------------------------------------------------------------- HTTP plumbing
 
 
-class _HttpServer(ThreadingHTTPServer):
-    """ThreadingHTTPServer that knows its API and can drop kept-alive connections."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-
+class _HttpServer(ApiHttpServer["GkeApiServer"]):
     def __init__(self, address: tuple[str, int], api: GkeApiServer) -> None:
-        self.api = api
-        self.stopping = False
-        self._connections: set[socket.socket] = set()
-        self._connections_lock = threading.Lock()
-        super().__init__(address, _RequestHandler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._connections_lock:
-            self._connections.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._connections_lock:
-            self._connections.discard(request)
-        super().shutdown_request(request)
-
-    def drop_connections(self) -> None:
-        with self._connections_lock:
-            connections = list(self._connections)
-        for conn in connections:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
+        super().__init__(address, api, _RequestHandler)
 
 
 class _RequestHandler(BaseHTTPRequestHandler):

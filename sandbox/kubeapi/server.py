@@ -16,18 +16,17 @@ immediate). ``faults.fail_next(n, code)`` makes the next n requests fail.
 from __future__ import annotations
 
 import collections
-import contextlib
 import email.utils
 import json
 import logging
 import os
-import socket
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from sandbox.httpserver import ApiHttpServer
 from sandbox.kubeapi.errors import ApiError, status_body
 from sandbox.kubeapi.faults import FaultInjector
 from sandbox.kubeapi.kubeconfig import DEFAULT_CONTEXT, write_kubeconfig
@@ -41,35 +40,9 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost"})
 _MAX_BODY = 16 * 1024 * 1024
 
 
-class _HttpServer(ThreadingHTTPServer):
-    """ThreadingHTTPServer that knows its API and can drop open connections."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-
+class _HttpServer(ApiHttpServer["KubeApiServer"]):
     def __init__(self, address: tuple[str, int], api: KubeApiServer) -> None:
-        self.api = api
-        self.stopping = False
-        self._connections: set[socket.socket] = set()
-        self._connections_lock = threading.Lock()
-        super().__init__(address, _Handler)
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._connections_lock:
-            self._connections.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._connections_lock:
-            self._connections.discard(request)
-        super().shutdown_request(request)
-
-    def drop_connections(self) -> None:
-        with self._connections_lock:
-            connections = list(self._connections)
-        for conn in connections:
-            with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
+        super().__init__(address, api, _Handler)
 
 
 class _Handler(BaseHTTPRequestHandler):
