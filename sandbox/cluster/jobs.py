@@ -46,6 +46,7 @@ from sandbox.cluster.objects import (
     name_of,
     namespace_of,
     owner_reference,
+    patch_quietly,
     pod_active,
     timestamp,
     tpu_request,
@@ -190,12 +191,7 @@ class JobController:
         if indexed and succeeded_indexes:
             status["completedIndexes"] = completed_indexes(succeeded_indexes)
         if status != (job.get("status") or {}):
-            try:
-                self.store.patch(*JOBS, name_of(job), {"status": status},
-                                 namespace=namespace_of(job), subresource="status")
-            except ApiError as exc:
-                if exc.code != 404:
-                    raise
+            patch_quietly(self.store, JOBS, job, {"status": status}, subresource="status")
 
     @staticmethod
     def _complete(

@@ -60,6 +60,7 @@ from sandbox.cluster.objects import (
     name_of,
     namespace_of,
     owner_reference,
+    patch_quietly,
     record_event,
     timestamp,
     uid_of,
@@ -350,9 +351,4 @@ class JobSetController:
 
     def _patch(self, key: tuple[str, str], obj: Obj, body: Obj, *,
                subresource: bool = False) -> None:
-        try:
-            self.store.patch(*key, name_of(obj), body, namespace=namespace_of(obj),
-                             subresource="status" if subresource else "")
-        except ApiError as exc:
-            if exc.code != 404:
-                raise
+        patch_quietly(self.store, key, obj, body, subresource="status" if subresource else "")

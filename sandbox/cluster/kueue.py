@@ -56,6 +56,7 @@ from sandbox.cluster.objects import (
     namespace_of,
     owner_reference,
     parse_quantity,
+    patch_quietly,
     record_event,
     short_digest,
     timestamp,
@@ -432,11 +433,7 @@ class KueueController:
         self._patch_jobset(jobset, {"spec": {"replicatedJobs": rjobs}})
 
     def _patch_jobset(self, jobset: Obj, body: Obj) -> None:
-        try:
-            self.store.patch(*JOBSETS, name_of(jobset), body, namespace=namespace_of(jobset))
-        except ApiError as exc:
-            if exc.code != 404:
-                raise
+        patch_quietly(self.store, JOBSETS, jobset, body)
 
     # ------------------------------------------------------------------ queue status
 

@@ -43,7 +43,7 @@ from sandbox.cluster.objects import (
     deleting,
     meta,
     name_of,
-    namespace_of,
+    patch_quietly,
     pod_terminated,
     short_digest,
     timestamp,
@@ -369,9 +369,4 @@ class NodePoolController:
         )
         if statuses:
             status["containerStatuses"] = statuses
-        try:
-            self.store.patch(*PODS, name_of(pod), {"status": status},
-                             namespace=namespace_of(pod), subresource="status")
-        except ApiError as exc:
-            if exc.code != 404:
-                raise
+        patch_quietly(self.store, PODS, pod, {"status": status}, subresource="status")

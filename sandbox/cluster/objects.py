@@ -11,7 +11,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 from sandbox.clock import SimClock
 from sandbox.kubeapi import ApiError, ObjectStore, format_timestamp
@@ -284,6 +284,17 @@ def delete_quietly(store: ObjectStore, key: ResourceKey, name: str, namespace: s
     """Delete an object; already gone is fine (another actor may have been first)."""
     try:
         store.delete(key[0], key[1], name, namespace)
+    except ApiError as exc:
+        if exc.code != 404:
+            raise
+
+
+def patch_quietly(store: ObjectStore, key: ResourceKey, obj: Mapping[str, Any], body: Obj, *,
+                  subresource: Literal["", "status"] = "") -> None:
+    """Patch an object (or its status); already gone is fine, as for delete_quietly."""
+    try:
+        store.patch(key[0], key[1], name_of(obj), body, namespace=namespace_of(obj),
+                    subresource=subresource)
     except ApiError as exc:
         if exc.code != 404:
             raise

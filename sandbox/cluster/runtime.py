@@ -25,12 +25,11 @@ from sandbox.cluster.objects import (
     Obj,
     condition,
     deleting,
-    name_of,
-    namespace_of,
     parse_timestamp,
+    patch_quietly,
     timestamp,
 )
-from sandbox.kubeapi import ApiError, ObjectStore
+from sandbox.kubeapi import ObjectStore
 
 __all__ = ["DEFAULT_RUN_SECONDS", "PodRuntime", "behaviour"]
 
@@ -115,9 +114,4 @@ class PodRuntime:
             status["conditions"] = condition(conditions, "ContainersReady", False, reason, "",
                                              now)
             status["phase"] = "Succeeded" if succeeds else "Failed"
-        try:
-            self.store.patch(*PODS, name_of(pod), {"status": status},
-                             namespace=namespace_of(pod), subresource="status")
-        except ApiError as exc:
-            if exc.code != 404:
-                raise
+        patch_quietly(self.store, PODS, pod, {"status": status}, subresource="status")

@@ -52,6 +52,7 @@ from sandbox.cluster.objects import (
     name_of,
     namespace_of,
     parse_quantity,
+    patch_quietly,
     pod_active,
     pod_requests,
     record_event,
@@ -451,12 +452,7 @@ class Scheduler:
                 "state": {"running": {"startedAt": now}},
             } for c in containers],
         )
-        try:
-            self.store.patch(*PODS, name_of(pod), {"status": status},
-                             namespace=namespace_of(pod), subresource="status")
-        except ApiError as exc:
-            if exc.code != 404:
-                raise
+        patch_quietly(self.store, PODS, pod, {"status": status}, subresource="status")
 
     def _unschedulable(self, pod: Obj, message: str) -> None:
         now = timestamp(self.clock)
