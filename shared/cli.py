@@ -96,8 +96,10 @@ def cmd_jobs_submit(args: argparse.Namespace) -> int:
         raise PermanentError("no project: pass --project or set ACCELOPS_PROJECT")
     topic = args.topic
     if topic is None:
-        topic = _config(args).topics.job_requests if (
-            args.config or os.environ.get("ACCELOPS_CONFIG")) else "job-requests"
+        from shared.config import Topics
+
+        has_config = args.config or os.environ.get("ACCELOPS_CONFIG")
+        topic = (_config(args).topics if has_config else Topics()).job_requests
     message_id = pubsub.publish(project, topic, data)
     target = os.environ.get("PUBSUB_EMULATOR_HOST") or "Pub/Sub"
     print(f"published {args.file} to {pubsub.topic_path(project, topic)} on {target}: "

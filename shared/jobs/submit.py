@@ -30,7 +30,13 @@ from shared.errors import (
 )
 from shared.events import PubSubMessage
 from shared.jobs.policy import check_policy
-from shared.jobs.render import ANNOTATION_REQUEST_HASH, render_jobset
+from shared.jobs.render import (
+    ANNOTATION_REQUEST_HASH,
+    ANNOTATION_REQUEST_ID,
+    ANNOTATION_TPU_TYPE,
+    LABEL_QUEUE,
+    render_jobset,
+)
 from shared.jobs.request import parse_job_request
 from shared.log import get_logger
 
@@ -100,7 +106,7 @@ def _apply(jobset: dict[str, Any], settings: Settings) -> SubmitOutcome:
             ANNOTATION_REQUEST_HASH)
         if theirs != ours:
             raise PermanentError(
-                f"request id {meta['annotations']['accelops.dev/request-id']!r} was already "
+                f"request id {meta['annotations'][ANNOTATION_REQUEST_ID]!r} was already "
                 f"used for a different request (JobSet {namespace}/{name})",
                 field="request_id", rule="must be unique per distinct request",
             )
@@ -110,8 +116,8 @@ def _apply(jobset: dict[str, Any], settings: Settings) -> SubmitOutcome:
     kube.apply(JOBSETS, jobset, field_manager=FIELD_MANAGER)
     spec = jobset["spec"]["replicatedJobs"][0]
     log.info("JobSet applied", jobset=name, namespace=namespace,
-             queue=meta["labels"]["kueue.x-k8s.io/queue-name"],
-             tpu_type=meta["annotations"]["accelops.dev/tpu-type"],
+             queue=meta["labels"][LABEL_QUEUE],
+             tpu_type=meta["annotations"][ANNOTATION_TPU_TYPE],
              slices=spec["replicas"], vms_per_slice=spec["template"]["spec"]["parallelism"])
     return SubmitOutcome("created", name, namespace)
 

@@ -87,6 +87,9 @@ def _check_inflight(record: SliceRecord, settings: Settings, now: float) -> str 
 
 
 def _save_quietly(kube: KubeClient, namespace: str, record: SliceRecord) -> None:
+    """Write the record if this run changed it (most runs change nothing)."""
+    if not record.changed:
+        return
     try:
         save_record(kube, namespace, record)
     except ConflictError:

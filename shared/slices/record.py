@@ -34,6 +34,11 @@ class SliceRecord:
     idle_since: dict[str, float] = field(default_factory=dict)
     history: list[dict[str, Any]] = field(default_factory=list)
     resource_version: str | None = None  # of the ConfigMap it was read from
+    stored: dict[str, str] | None = None  # the data as last read or written
+
+    @property
+    def changed(self) -> bool:
+        return self.to_data() != self.stored
 
     def remember(self, entry: dict[str, Any]) -> None:
         self.history = [*self.history, entry][-HISTORY_LENGTH:]
@@ -41,6 +46,7 @@ class SliceRecord:
     def to_data(self) -> dict[str, str]:
         body = asdict(self)
         body.pop("resource_version")
+        body.pop("stored")
         return {"state.json": json.dumps(body, sort_keys=True)}
 
 
@@ -54,6 +60,7 @@ def load_record(kube: KubeClient, namespace: str) -> SliceRecord:
     known = {k: v for k, v in raw.items() if k in SliceRecord.__dataclass_fields__}
     record = SliceRecord(**known)
     record.resource_version = configmap["metadata"].get("resourceVersion")
+    record.stored = record.to_data()
     return record
 
 
@@ -71,3 +78,4 @@ def save_record(kube: KubeClient, namespace: str, record: SliceRecord) -> None:
         body["metadata"]["resourceVersion"] = record.resource_version
         saved = kube.replace(CONFIGMAPS, body)
     record.resource_version = saved["metadata"].get("resourceVersion")
+    record.stored = body["data"]
