@@ -24,7 +24,7 @@ from typing import Any
 
 from sandbox.runner import Sandbox, SandboxError
 from sandbox.topology import FUNCTIONS, PROJECT
-from shared.kube import JOBSETS as JOBSETS_RESOURCE
+from shared.kube import JOBSETS
 
 __all__ = ["main", "run_scenario"]
 
@@ -59,9 +59,17 @@ def _push_again(sandbox: Sandbox, message_id: str, data: bytes) -> int:
 
 def _jobsets() -> list[dict[str, Any]]:
     from shared.config import Settings
-    from shared.kube import JOBSETS, get_client
+    from shared.kube import get_client
 
     return get_client(Settings.from_env()).list(JOBSETS)
+
+
+def _at_least(count: int, fetch: Any) -> Any:
+    """A predicate for _wait_for: the fetched list once it has ``count`` items."""
+    def check() -> Any:
+        items = fetch()
+        return items if len(items) >= count else None
+    return check
 
 
 def _wait_for(predicate: Any, what: str, timeout: float = WAIT_SECONDS) -> Any:
@@ -142,8 +150,7 @@ def run_scenario(sandbox: Sandbox) -> dict[str, Any]:
             sent[name] = (_publish(publisher, topic, data), data)
             print(f"   {name:<28} {request['tpu']['type']:>13} x {request['tpu']['slices']}"
                   f"  (team {request['team']})  message {sent[name][0]}")
-        jobsets = _wait_for(lambda: len(_jobsets()) >= len(VALID) and _jobsets(),
-                            "one JobSet per valid request")
+        jobsets = _wait_for(_at_least(len(VALID), _jobsets), "one JobSet per valid request")
 
         print("\n2. at-least-once delivery")
         message_id, data = sent[VALID[0]]
@@ -158,7 +165,7 @@ def run_scenario(sandbox: Sandbox) -> dict[str, Any]:
         print(f"   {INVALID} published as message {bad_id}")
         [rejection] = _pull_rejections(subscriber, 1)
         expected = len(VALID) + 3  # each valid request, the re-push, the re-publish, the bad one
-        outcomes = _wait_for(lambda: len(_outcomes(sandbox)) >= expected and _outcomes(sandbox),
+        outcomes = _wait_for(_at_least(expected, lambda: _outcomes(sandbox)),
                              "submit_job to handle every delivery")
         jobsets = _jobsets()
 
@@ -177,7 +184,7 @@ def run_scenario(sandbox: Sandbox) -> dict[str, Any]:
 
         print(f"\n7. lifecycle on the simulated clock (x{sandbox.speed:g}): Kueue admits, "
               "reconcile_slices creates node pools, pods run, pools are reaped")
-        timelines = follow_lifecycle(sandbox, len(jobsets))
+        timelines = follow_lifecycle(len(jobsets))
         print_timelines(timelines)
         return {"jobsets": jobsets, "rejection": attrs, "duplicate_status": status,
                 "rejected_data": bytes(rejection.data), "outcomes": outcomes,
@@ -187,7 +194,8 @@ def run_scenario(sandbox: Sandbox) -> dict[str, Any]:
         publisher.transport.close()
 
 
-def _operations() -> list[dict[str, Any]]:
+def operations() -> list[dict[str, Any]]:
+    """Every GKE operation of the cluster, as Container API JSON."""
     from google.cloud import container_v1  # type: ignore[attr-defined,unused-ignore]
 
     from shared import gke
@@ -201,13 +209,14 @@ def _operations() -> list[dict[str, Any]]:
             for op in response.operations]
 
 
-def _snapshot() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
+def snapshot() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
+    """JobSets, pods and node pools of the cluster the environment names."""
     from shared import gke
     from shared.config import Settings
     from shared.kube import PODS, get_client
 
     kube = get_client(Settings.from_env())
-    return (kube.list(JOBSETS_RESOURCE), kube.list(PODS),
+    return (kube.list(JOBSETS), kube.list(PODS),
             gke.list_node_pools(Settings.from_env()))
 
 
@@ -216,14 +225,16 @@ def _finished(jobset: dict[str, Any]) -> bool:
                for c in (jobset.get("status") or {}).get("conditions") or [])
 
 
-def follow_lifecycle(sandbox: Sandbox, expected: int) -> list[Any]:
-    """Print progress until every JobSet finished and every pool is gone."""
+def follow_lifecycle(expected: int, *, timeout: float = LIFECYCLE_SECONDS,
+                     progress: bool = True) -> list[Any]:
+    """Wait until ``expected`` JobSets finished and every pool is gone (printing progress
+    as it changes), then return their timelines."""
     from sandbox.timeline import build_timelines
 
-    deadline = time.monotonic() + LIFECYCLE_SECONDS
+    deadline = time.monotonic() + timeout
     last = ""
     while True:
-        jobsets, pods, pools = _snapshot()
+        jobsets, pods, pools = snapshot()
         admitted = sum(1 for j in jobsets if not j["spec"].get("suspend", False))
         running = len({p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name")
                        for p in pods if (p.get("status") or {}).get("phase") == "Running"})
@@ -231,13 +242,13 @@ def follow_lifecycle(sandbox: Sandbox, expected: int) -> list[Any]:
         ready = sum(1 for p in pools if p.status == "RUNNING")
         line = (f"   JobSets: {admitted}/{len(jobsets)} admitted, {running} running, {done} done"
                 f" | node pools: {ready} ready, {len(pools) - ready} changing")
-        if line != last:
+        if progress and line != last:
             print(line, flush=True)
             last = line
-        if done >= expected and not pools:
-            return build_timelines(jobsets, pods, _operations())
+        if len(jobsets) >= expected and done >= expected and not pools:
+            return build_timelines(jobsets, pods, operations())
         if time.monotonic() > deadline:
-            raise SandboxError(f"the lifecycle did not finish within {LIFECYCLE_SECONDS:.0f}s")
+            raise SandboxError(f"the lifecycle did not finish within {timeout:.0f}s")
         time.sleep(0.25)
 
 

@@ -133,9 +133,8 @@ def measure_scale(n: int, with_pools: bool) -> dict[str, float]:
 
 def measure_lifecycle(requests: list[tuple[str, int, int]]) -> dict[str, Any]:
     """Publish (TPU type, slices, run seconds) jobs; follow them until every pool is gone."""
-    from sandbox.demo import _operations, _snapshot
+    from sandbox.demo import follow_lifecycle
     from sandbox.runner import Sandbox
-    from sandbox.timeline import build_timelines
     from sandbox.topology import PROJECT as SANDBOX_PROJECT
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -152,18 +151,7 @@ def measure_lifecycle(requests: list[tuple[str, int, int]]) -> dict[str, Any]:
                             "tpu": {"type": tpu, "slices": slices},
                             "env": {"ACCELOPS_SANDBOX_RUN_SECONDS": str(run)}}
                     publisher.publish(topic, json.dumps(body).encode()).result(timeout=10)
-                deadline = time.monotonic() + 300
-                while True:
-                    jobsets, pods, pools = _snapshot()
-                    done = [j for j in jobsets if any(
-                        c.get("type") in ("Completed", "Failed") and c.get("status") == "True"
-                        for c in (j.get("status") or {}).get("conditions") or [])]
-                    if len(jobsets) == len(requests) and len(done) == len(requests) and not pools:
-                        break
-                    if time.monotonic() > deadline:
-                        raise RuntimeError("the lifecycle did not finish in 300 s")
-                    time.sleep(0.5)
-                timelines = build_timelines(jobsets, pods, _operations())
+                timelines = follow_lifecycle(len(requests), timeout=300, progress=False)
         finally:
             sandbox.stop()
     to_create = [t.admission_to_create(s) for t in timelines for s in t.slices]
