@@ -29,7 +29,28 @@ class ApiHttpServer(ThreadingHTTPServer, Generic[Api]):
         self.stopping = False
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
         super().__init__(address, handler)
+
+    @property
+    def port(self) -> int:
+        return int(self.server_address[1])
+
+    def serve_in_background(self, name: str, poll_interval: float = 0.01) -> None:
+        """Serve on a daemon thread (a short poll interval keeps stop() prompt)."""
+        self._thread = threading.Thread(target=self.serve_forever,
+                                        kwargs={"poll_interval": poll_interval},
+                                        name=name, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        """Stop serving, shut kept-alive connections, release the port, join the thread."""
+        self.stopping = True
+        self.shutdown()
+        self.drop_connections()
+        self.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._connections_lock:

@@ -247,7 +247,6 @@ class GkeApiServer:
         self.driver = OperationDriver(state, max_real=driver_max_real)
         self._port = port
         self._httpd: _HttpServer | None = None
-        self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -258,28 +257,20 @@ class GkeApiServer:
         if self.state_file is not None:
             load_state(self.state, self.state_file)
         httpd = _HttpServer((self.host, self._port), self)
-        self._port = int(httpd.server_address[1])
+        self._port = httpd.port
         self._httpd = httpd
-        self._thread = threading.Thread(target=httpd.serve_forever,
-                                        kwargs={"poll_interval": 0.02},
-                                        name=f"sandbox-gke-{self._port}", daemon=True)
-        self._thread.start()
+        httpd.serve_in_background(f"sandbox-gke-{self._port}", poll_interval=0.02)
         self.driver.start()
         log.info("sandbox GKE API serving at %s", self.url)
         return self
 
     def stop(self) -> None:
         """Stop serving and driving operations, drop connections, save ``state_file``."""
-        httpd, thread = self._httpd, self._thread
+        httpd = self._httpd
         if httpd is None:
             return
-        self._httpd = self._thread = None
-        httpd.stopping = True
-        httpd.shutdown()
-        httpd.drop_connections()
-        httpd.server_close()
-        if thread is not None:
-            thread.join(timeout=5)
+        self._httpd = None
+        httpd.close()
         self.driver.stop()
         if self.state_file is not None:
             save_state(self.state, self.state_file)

@@ -20,7 +20,6 @@ import email.utils
 import json
 import logging
 import os
-import threading
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -147,7 +146,6 @@ class KubeApiServer:
         )
         self.request_log: collections.deque[tuple[str, str]] = collections.deque(maxlen=10_000)
         self._httpd: _HttpServer | None = None
-        self._thread: threading.Thread | None = None
         self._port = port
 
     # ------------------------------------------------------------------ lifecycle
@@ -159,31 +157,19 @@ class KubeApiServer:
         if self.state_file is not None:
             load_state(self.store, self.state_file)
         httpd = _HttpServer((self.host, self._port), self)  # a restart reuses the port
-        self._port = int(httpd.server_address[1])
+        self._port = httpd.port
         self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever,
-            kwargs={"poll_interval": 0.01},
-            name=f"sandbox-kubeapi-{self._port}",
-            daemon=True,
-        )
-        self._thread.start()
+        httpd.serve_in_background(f"sandbox-kubeapi-{self._port}")
         log.info("sandbox Kubernetes API serving at %s", self.url)
         return self
 
     def stop(self) -> None:
         """Stop serving, drop open connections, save ``state_file``. Idempotent."""
-        httpd, thread = self._httpd, self._thread
+        httpd = self._httpd
         if httpd is None:
             return
         self._httpd = None
-        self._thread = None
-        httpd.stopping = True
-        httpd.shutdown()
-        httpd.drop_connections()
-        httpd.server_close()
-        if thread is not None:
-            thread.join(timeout=5)
+        httpd.close()
         if self.state_file is not None:
             save_state(self.store, self.state_file)
         log.info("sandbox Kubernetes API at %s stopped", self.url)
