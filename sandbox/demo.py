@@ -25,6 +25,7 @@ from typing import Any
 from sandbox.runner import Sandbox, SandboxError
 from sandbox.topology import FUNCTIONS, PROJECT
 from shared.kube import JOBSETS
+from shared.slices.observe import finished_at
 
 __all__ = ["main", "run_scenario"]
 
@@ -220,11 +221,6 @@ def snapshot() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
             gke.list_node_pools(Settings.from_env()))
 
 
-def _finished(jobset: dict[str, Any]) -> bool:
-    return any(c.get("type") in ("Completed", "Failed") and c.get("status") == "True"
-               for c in (jobset.get("status") or {}).get("conditions") or [])
-
-
 def follow_lifecycle(expected: int, *, timeout: float = LIFECYCLE_SECONDS,
                      progress: bool = True) -> list[Any]:
     """Wait until ``expected`` JobSets finished and every pool is gone (printing progress
@@ -238,7 +234,7 @@ def follow_lifecycle(expected: int, *, timeout: float = LIFECYCLE_SECONDS,
         admitted = sum(1 for j in jobsets if not j["spec"].get("suspend", False))
         running = len({p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name")
                        for p in pods if (p.get("status") or {}).get("phase") == "Running"})
-        done = sum(1 for j in jobsets if _finished(j))
+        done = sum(1 for j in jobsets if finished_at(j) is not None)
         ready = sum(1 for p in pools if p.status == "RUNNING")
         line = (f"   JobSets: {admitted}/{len(jobsets)} admitted, {running} running, {done} done"
                 f" | node pools: {ready} ready, {len(pools) - ready} changing")

@@ -26,7 +26,7 @@ from shared.slices.labels import (
 from shared.slices.model import JobSetView, Observed, PoolView
 from shared.tpu import TpuShape, lookup, shape_for
 
-__all__ = ["build_observed", "parse_time"]
+__all__ = ["build_observed", "finished_at", "parse_time"]
 
 JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
@@ -63,7 +63,8 @@ def _tpu_job(jobset: dict[str, Any]) -> tuple[TpuShape | None, int]:
     return None, 0
 
 
-def _finished_at(jobset: dict[str, Any]) -> float | None:
+def finished_at(jobset: dict[str, Any]) -> float | None:
+    """When the JobSet's Completed or Failed condition became true; None while it runs."""
     for condition in (jobset.get("status") or {}).get("conditions") or []:
         if condition.get("type") in ("Completed", "Failed") and condition.get("status") == "True":
             return parse_time(condition.get("lastTransitionTime")) or 0.0
@@ -116,7 +117,7 @@ def build_observed(jobsets: Iterable[dict[str, Any]], pods: Iterable[dict[str, A
         views.append(JobSetView(
             namespace=meta["namespace"], name=meta["name"], shape=shape, slices=slices,
             suspended=bool(jobset.get("spec", {}).get("suspend", False)),
-            finished_at=_finished_at(jobset),
+            finished_at=finished_at(jobset),
             deleting=bool(meta.get("deletionTimestamp")),
             opted_out=annotations.get(ANNOTATION_PROVISION, "").lower() == "false",
             capacity=annotations.get(ANNOTATION_CAPACITY) or default_capacity,
