@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sandbox.kubeapi.kubeconfig import write_kubeconfig
 from sandbox.topology import CLUSTER, FUNCTIONS, LOCATION, PROJECT, PULL_SUBSCRIPTIONS
 
 __all__ = ["Sandbox", "main"]
@@ -148,6 +149,8 @@ class Sandbox:
                                "run `accelops sandbox down` first")
         shutil.copyfile(self.config_source, self.config)
         self._plan()
+        # Written before any process starts, so whoever sees the port open finds the file.
+        write_kubeconfig(self.kubeconfig, self.kube_url)
         started = time.monotonic()
         try:
             self._spawn(self.components["pubsub"])
@@ -183,7 +186,7 @@ class Sandbox:
             [python, "-m", "sandbox.cluster", "--kube-port", str(kube_port),
              "--gke-port", str(gke_port), "--state-dir", str(self.state_dir),
              "--speed", str(self.speed), "--project", PROJECT, "--location", LOCATION,
-             "--cluster", CLUSTER, "--kubeconfig", str(self.kubeconfig),
+             "--cluster", CLUSTER,
              "--pubsub-host", f"127.0.0.1:{pubsub_port}",
              "--unschedulable-topic", reconcile_topic,
              "--schedule", f"{reconcile_topic}=60"],

@@ -53,6 +53,9 @@ def write_kubeconfig(
     text = yaml.safe_dump(
         kubeconfig_dict(server_url, context=context, namespace=namespace), sort_keys=False
     )
-    target.write_text(text, encoding="utf-8")
-    target.chmod(0o600)
+    # Written beside the target and renamed over it: a reader never sees a half-written file.
+    partial = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    partial.write_text(text, encoding="utf-8")
+    partial.chmod(0o600)
+    partial.replace(target)
     return target
