@@ -12,6 +12,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	$(PY) -m pip check
+	$(PY) -c "import duckdb_extensions; duckdb_extensions.import_extension('spatial')"
 	@touch $(STAMP)
 
 venv: $(STAMP)

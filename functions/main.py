@@ -16,7 +16,7 @@ import functions_framework
 if TYPE_CHECKING:
     from cloudevents.http import CloudEvent
 
-__all__ = ["reconcile_slices", "submit_job"]
+__all__ = ["ingest_metrics", "reconcile_slices", "submit_job"]
 
 
 @functions_framework.cloud_event
@@ -36,3 +36,13 @@ def reconcile_slices(cloud_event: CloudEvent) -> None:
     from shared.slices.trigger import reconcile_on_message
 
     handle_pubsub(cloud_event, reconcile_on_message, "reconcile_slices")
+
+
+@functions_framework.cloud_event
+def ingest_metrics(cloud_event: CloudEvent) -> None:
+    """Load-test records published by the load generator → BigQuery rows; bad records
+    → the rejections table. Returns only once BigQuery has accepted both."""
+    from shared.handler import handle_pubsub
+    from shared.metrics.ingest import ingest_message
+
+    handle_pubsub(cloud_event, ingest_message, "ingest_metrics")

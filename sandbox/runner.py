@@ -21,20 +21,30 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from sandbox.kubeapi.kubeconfig import write_kubeconfig
-from sandbox.topology import CLUSTER, FUNCTIONS, LOCATION, PROJECT, PULL_SUBSCRIPTIONS
+from sandbox.topology import (
+    ALL_PARTS,
+    CLUSTER,
+    FUNCTIONS,
+    LOCATION,
+    PARTS,
+    PROJECT,
+    PULL_SUBSCRIPTIONS,
+    FunctionSpec,
+)
+from shared.errors import AccelopsError
 
-__all__ = ["Sandbox", "main"]
+__all__ = ["Sandbox", "SandboxError", "main", "session"]
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "config.yaml"
 DEFAULT_STATE_DIR = Path(".sandbox")
-READY_TIMEOUT = 30.0
+READY_TIMEOUT = 60.0
 # Simulated seconds per real second: a scheduler minute passes every real second.
 DEFAULT_SPEED = 60.0
 
@@ -72,19 +82,32 @@ class Component:
     ports: dict[str, int] = field(default_factory=dict)  # further ports it serves
 
 
-class SandboxError(RuntimeError):
-    pass
+class SandboxError(AccelopsError):
+    """The sandbox could not start or is not running; the message says what to do."""
 
 
 class Sandbox:
     """A running (or to-be-started) sandbox rooted at one state directory."""
 
     def __init__(self, state_dir: Path, config: Path = DEFAULT_CONFIG,
-                 speed: float = DEFAULT_SPEED) -> None:
+                 speed: float = DEFAULT_SPEED, parts: Iterable[str] = ALL_PARTS) -> None:
         self.state_dir = state_dir.resolve()
         self.config_source = config
         self.speed = speed
+        self.parts = frozenset(parts)
+        unknown = self.parts - PARTS.keys()
+        if unknown:
+            raise SandboxError(f"unknown sandbox part(s) {sorted(unknown)}; "
+                               f"known: {sorted(PARTS)}")
         self.components: dict[str, Component] = {}
+
+    @property
+    def functions(self) -> list[FunctionSpec]:
+        """The functions this sandbox runs (those of its parts)."""
+        return [spec for spec in FUNCTIONS if spec.part in self.parts]
+
+    def has(self, component: str) -> bool:
+        return component in self.components
 
     # -- paths and environment -------------------------------------------------------
     @property
@@ -107,20 +130,36 @@ class Sandbox:
     def pubsub_host(self) -> str:
         return f"127.0.0.1:{self.components['pubsub'].port}"
 
+    @property
+    def bigquery_url(self) -> str:
+        return f"http://127.0.0.1:{self.components['bigquery'].port}"
+
+    @property
+    def triton_url(self) -> str:
+        return f"http://127.0.0.1:{self.components['inference'].port}"
+
+    @property
+    def saxml_url(self) -> str:
+        return f"http://127.0.0.1:{self.components['inference'].ports['saxml']}"
+
     def function_url(self, target: str) -> str:
         return f"http://127.0.0.1:{self.components[target].port}/"
 
     def env(self) -> dict[str, str]:
         """The environment a client (or a function) uses to reach this sandbox."""
-        return {
-            "KUBECONFIG": str(self.kubeconfig),
+        env = {
             "PUBSUB_EMULATOR_HOST": self.pubsub_host,
             "ACCELOPS_CONFIG": str(self.config),
             "ACCELOPS_PROJECT": PROJECT,
             "ACCELOPS_LOCATION": LOCATION,
             "ACCELOPS_CLUSTER": CLUSTER,
-            "ACCELOPS_GKE_ENDPOINT": self.gke_url,
         }
+        if self.has("cluster"):
+            env["KUBECONFIG"] = str(self.kubeconfig)
+            env["ACCELOPS_GKE_ENDPOINT"] = self.gke_url
+        if self.has("bigquery"):
+            env["BIGQUERY_EMULATOR_HOST"] = self.bigquery_url
+        return env
 
     @contextlib.contextmanager
     def client_env(self) -> Iterator[None]:
@@ -149,21 +188,27 @@ class Sandbox:
                                "run `accelops sandbox down` first")
         shutil.copyfile(self.config_source, self.config)
         self._plan()
-        # Written before any process starts, so whoever sees the port open finds the file.
-        write_kubeconfig(self.kubeconfig, self.kube_url)
+        if self.has("cluster"):
+            # Written before any process starts, so whoever sees the port open finds it.
+            write_kubeconfig(self.kubeconfig, self.kube_url)
         started = time.monotonic()
+        backends = [name for name in ("cluster", "bigquery", "inference") if self.has(name)]
         try:
             self._spawn(self.components["pubsub"])
+            for name in backends:  # started together: each takes seconds to come up
+                self._spawn(self.components[name])
             self._wait_ready(["pubsub"])
             with self.client_env():
                 self._provision_pubsub(before_functions=True)
-            self._spawn(self.components["cluster"])
-            self._wait_ready(["cluster"])
+            self._wait_ready(backends)
             with self.client_env():
-                self._provision_kubernetes()
-            for spec in FUNCTIONS:
+                if self.has("cluster"):
+                    self._provision_kubernetes()
+                if self.has("bigquery"):
+                    self._provision_bigquery()
+            for spec in self.functions:
                 self._spawn(self.components[spec.target])
-            self._wait_ready([spec.target for spec in FUNCTIONS])
+            self._wait_ready([spec.target for spec in self.functions])
             with self.client_env():
                 self._provision_pubsub(before_functions=False)
         except BaseException:
@@ -179,24 +224,45 @@ class Sandbox:
     def _plan(self) -> None:
         python = sys.executable
         logs = self.state_dir / "logs"
-        kube_port, gke_port, pubsub_port = free_port(), free_port(), free_port()
-        reconcile_topic = "slices-reconcile"
-        self.components["cluster"] = Component(
-            "cluster", kube_port,
-            [python, "-m", "sandbox.cluster", "--kube-port", str(kube_port),
-             "--gke-port", str(gke_port), "--state-dir", str(self.state_dir),
-             "--speed", str(self.speed), "--project", PROJECT, "--location", LOCATION,
-             "--cluster", CLUSTER,
-             "--pubsub-host", f"127.0.0.1:{pubsub_port}",
-             "--unschedulable-topic", reconcile_topic,
-             "--schedule", f"{reconcile_topic}=60"],
-            str(logs / "cluster.log"), ports={"gke": gke_port})
+        pubsub_port = free_port()
         self.components["pubsub"] = Component(
             "pubsub", pubsub_port,
             [python, "-m", "sandbox.pubsub", "--port", str(pubsub_port),
              "--state-file", str(self.state_dir / "pubsub-state.json")],
             str(logs / "pubsub.log"))
-        for spec in FUNCTIONS:
+        wanted = {name for part in self.parts for name in PARTS[part]}
+        if "cluster" in wanted:
+            kube_port, gke_port = free_port(), free_port()
+            reconcile_topic = "slices-reconcile"
+            self.components["cluster"] = Component(
+                "cluster", kube_port,
+                [python, "-m", "sandbox.cluster", "--kube-port", str(kube_port),
+                 "--gke-port", str(gke_port), "--state-dir", str(self.state_dir),
+                 "--speed", str(self.speed), "--project", PROJECT, "--location", LOCATION,
+                 "--cluster", CLUSTER,
+                 "--pubsub-host", f"127.0.0.1:{pubsub_port}",
+                 "--unschedulable-topic", reconcile_topic,
+                 "--schedule", f"{reconcile_topic}=60"],
+                str(logs / "cluster.log"), ports={"gke": gke_port})
+        if "bigquery" in wanted:
+            bq_port, bq_grpc_port = free_port(), free_port()
+            # Persistent: load-test results outlive `sandbox down`, so runs can be compared.
+            self.components["bigquery"] = Component(
+                "bigquery", bq_port,
+                [str(Path(python).parent / "bqemulator"), "start",
+                 "--rest-port", str(bq_port), "--grpc-port", str(bq_grpc_port),
+                 "--project", PROJECT, "--persistent",
+                 "--data-dir", str(self.state_dir / "bigquery"), "--log-level", "warning"],
+                str(logs / "bigquery.log"), ports={"grpc": bq_grpc_port})
+            (self.state_dir / "bigquery").mkdir(exist_ok=True)
+        if "inference" in wanted:
+            triton_port, saxml_port = free_port(), free_port()
+            self.components["inference"] = Component(
+                "inference", triton_port,
+                [python, "-m", "sandbox.inference", "--triton-http-port", str(triton_port),
+                 "--saxml-port", str(saxml_port)],
+                str(logs / "inference.log"), ports={"saxml": saxml_port})
+        for spec in self.functions:
             port = free_port()
             self.components[spec.target] = Component(
                 spec.target, port,
@@ -268,8 +334,10 @@ class Sandbox:
         state = state_dir.resolve() / "state.json"
         if not state.exists():
             raise SandboxError(f"no sandbox is running from {state_dir.resolve()}")
-        sandbox = cls(state_dir)
-        sandbox.components = _load(state)
+        components = _load(state)
+        parts = {part for part, names in PARTS.items() if all(n in components for n in names)}
+        sandbox = cls(state_dir, parts=parts)
+        sandbox.components = components
         return sandbox
 
     def status(self) -> list[tuple[str, int, bool, str]]:
@@ -288,9 +356,50 @@ class Sandbox:
     def _provision_pubsub(self, *, before_functions: bool) -> None:
         from sandbox.provision import provision_pubsub
 
-        provision_pubsub(self.config, PROJECT, FUNCTIONS, PULL_SUBSCRIPTIONS,
+        provision_pubsub(self.config, PROJECT, self.functions, PULL_SUBSCRIPTIONS,
                          push_endpoints=None if before_functions else {
-                             spec.target: self.function_url(spec.target) for spec in FUNCTIONS})
+                             spec.target: self.function_url(spec.target)
+                             for spec in self.functions})
+
+    def _provision_bigquery(self) -> None:
+        from shared.config import load_config
+        from shared.metrics.schema import apply_schema
+
+        apply_schema(PROJECT, load_config(str(self.config)).metrics)
+
+
+@contextlib.contextmanager
+def session(state_dir: Path, parts: Iterable[str], *, progress: bool = True,
+            ) -> Iterator[Sandbox]:
+    """The sandbox running from state_dir if it has ``parts``, else one started with
+    just those parts for the duration of the block (and stopped after it).
+
+    State directories persist: BigQuery data written in one session is there in the
+    next. Raises SandboxError when a running sandbox lacks a part.
+    """
+    wanted = frozenset(parts)
+    running: Sandbox | None = None
+    with contextlib.suppress(SandboxError):
+        running = Sandbox.attach(state_dir)
+    if running is not None and all(up for _, _, up, _ in running.status()):
+        if not wanted <= running.parts:
+            missing = sorted(wanted - running.parts)
+            raise SandboxError(f"the sandbox running from {running.state_dir} has no {missing} "
+                               "part; stop it with `accelops sandbox down` and retry")
+        yield running
+        return
+    if running is not None:
+        running.stop()  # a stale or half-dead sandbox: clear it before starting afresh
+    if progress:
+        print(f"starting the sandbox ({', '.join(sorted(wanted))}) in {state_dir.resolve()} ...",
+              flush=True)
+    sandbox = Sandbox(state_dir, parts=wanted).start(progress=progress)
+    try:
+        yield sandbox
+    finally:
+        sandbox.stop()
+        if progress:
+            print("sandbox stopped", flush=True)
 
 
 def _load(path: Path) -> dict[str, Component]:
@@ -366,11 +475,18 @@ def main(args: argparse.Namespace) -> int:
 
 
 def _print_endpoints(sandbox: Sandbox) -> None:
-    print(f"  Kubernetes API  {sandbox.kube_url}   (kubeconfig {sandbox.kubeconfig})")
-    print(f"  GKE API         {sandbox.gke_url}   (cluster {PROJECT}/{LOCATION}/{CLUSTER}, "
-          f"clock x{sandbox.speed:g})")
+    if sandbox.has("cluster"):
+        print(f"  Kubernetes API  {sandbox.kube_url}   (kubeconfig {sandbox.kubeconfig})")
+        print(f"  GKE API         {sandbox.gke_url}   (cluster {PROJECT}/{LOCATION}/{CLUSTER}, "
+              f"clock x{sandbox.speed:g})")
     print(f"  Pub/Sub         {sandbox.pubsub_host}   (project {PROJECT})")
-    for spec in FUNCTIONS:
+    if sandbox.has("bigquery"):
+        print(f"  BigQuery        {sandbox.bigquery_url}   (project {PROJECT}, data "
+              f"{sandbox.state_dir / 'bigquery'})")
+    if sandbox.has("inference"):
+        print(f"  Triton          {sandbox.triton_url}   (model toy-lm)")
+        print(f"  Saxml proxy     {sandbox.saxml_url}")
+    for spec in sandbox.functions:
         print(f"  function        {spec.target:<16} {sandbox.function_url(spec.target)}")
     print(f"  logs            {sandbox.state_dir / 'logs'}")
     print(f"point clients at it with:  eval \"$(accelops sandbox env --state-dir "

@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["FUNCTIONS", "PROJECT", "PULL_SUBSCRIPTIONS", "FunctionSpec", "RetrySettings"]
+__all__ = [
+    "ALL_PARTS",
+    "FUNCTIONS",
+    "PARTS",
+    "PROJECT",
+    "PULL_SUBSCRIPTIONS",
+    "FunctionSpec",
+    "RetrySettings",
+]
 
 PROJECT = "accelops-local"
 LOCATION = "us-central2-b"
@@ -35,6 +43,7 @@ class FunctionSpec:
     topic_key: str  # a field of the config's ``topics``
     subscription: str
     dead_letter_topic: str
+    part: str = "jobs"  # which sandbox part runs it (see PARTS)
     retry: RetrySettings = RetrySettings()
 
 
@@ -51,7 +60,23 @@ FUNCTIONS: tuple[FunctionSpec, ...] = (
         subscription="slices-reconcile-reconcile-slices",
         dead_letter_topic="slices-reconcile-dead-letter",
     ),
+    FunctionSpec(
+        target="ingest_metrics",
+        topic_key="loadtest_metrics",
+        subscription="loadtest-metrics-ingest-metrics",
+        dead_letter_topic="loadtest-metrics-dead-letter",
+        part="metrics",
+    ),
 )
+
+# The sandbox in parts, so a command starts only what it needs: Pub/Sub always, then
+# per part its backing processes (and the functions whose ``part`` it is).
+PARTS: dict[str, tuple[str, ...]] = {
+    "jobs": ("cluster",),  # Kubernetes API, GKE API, simulation, scheduler
+    "metrics": ("bigquery", "inference"),  # BigQuery, Triton + Saxml stand-in
+    "reports": ("bigquery",),  # just BigQuery, to read the views
+}
+ALL_PARTS: frozenset[str] = frozenset({"jobs", "metrics"})
 
 # Cloud Scheduler jobs (simulated seconds between runs; production: cron in Terraform).
 SCHEDULES: tuple[tuple[str, float, str], ...] = (
@@ -68,4 +93,5 @@ DEFAULT_TPU_QUOTA = 64
 PULL_SUBSCRIPTIONS: dict[str, str] = {
     "job-rejections-sandbox": "rejections",
     "job-requests-dead-letter-sandbox": "job-requests-dead-letter",
+    "loadtest-metrics-dead-letter-sandbox": "loadtest-metrics-dead-letter",
 }

@@ -146,6 +146,60 @@ def cmd_sandbox(args: argparse.Namespace) -> int:
     return run_sandbox(args)
 
 
+def cmd_bq_init(args: argparse.Namespace) -> int:
+    from shared.config import AccelopsConfig, Settings
+    from shared.errors import ConfigError
+    from shared.metrics.schema import apply_schema
+
+    project = args.project or Settings.from_env().project
+    if not project:
+        raise ConfigError("no project: pass --project or set ACCELOPS_PROJECT")
+    config = _config(args) if args.config or Settings.from_env().config_source else (
+        AccelopsConfig())
+    outcome = apply_schema(project, config.metrics, progress=print)
+    changed = sum(1 for result in outcome.values() if result != "unchanged")
+    print(f"{changed} of {len(outcome)} objects created or updated")
+    return 0
+
+
+def _local_metrics() -> bool:
+    """Whether reports should come from the local sandbox: nothing names a real project
+    or a BigQuery endpoint."""
+    import os
+
+    return not (os.environ.get("ACCELOPS_PROJECT") or os.environ.get("BIGQUERY_EMULATOR_HOST"))
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    import contextlib
+    import os
+
+    from sandbox.loadtest import format_summary, write_html
+    from shared.metrics.views import BigQueryMetrics
+
+    with contextlib.ExitStack() as stack:
+        if _local_metrics():
+            from sandbox.runner import DEFAULT_STATE_DIR, session
+
+            state_dir = Path(args.state_dir or os.environ.get("ACCELOPS_SANDBOX_DIR")
+                             or DEFAULT_STATE_DIR)
+            sandbox = stack.enter_context(session(state_dir, {"reports"}))
+            stack.enter_context(sandbox.client_env())
+        source = BigQueryMetrics.from_env()
+        for test_id in filter(None, (args.test_id, args.compare)):
+            print(format_summary(source.summary(test_id)))
+        path = write_html(source, args.test_id, Path(args.out), compare=args.compare)
+    print(f"report: {path}")
+    print(f"charts: {', '.join(sorted(p.name for p in path.parent.glob('*.png')))}")
+    return 0
+
+
+def cmd_loadtest(args: argparse.Namespace) -> int:
+    from sandbox.loadtest import main as run_loadtest
+
+    return run_loadtest(args)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from sandbox.demo import main as run_demo
 
@@ -199,6 +253,48 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox.add_argument("--foreground", action="store_true",
                          help="with up: stay in the foreground until interrupted")
     sandbox.set_defaults(func=cmd_sandbox)
+
+    bq = sub.add_parser("bq", help="BigQuery schema of load-test metrics").add_subparsers(
+        dest="bq_command", required=True, metavar="ACTION")
+    init = bq.add_parser("init", help="create or update the dataset, tables and views "
+                                      "(idempotent)")
+    init.add_argument("--project", help="BigQuery project (default: $ACCELOPS_PROJECT)")
+    init.add_argument("--config", help="config YAML with a metrics: section "
+                                       "(default: $ACCELOPS_CONFIG, else built-in defaults)")
+    init.set_defaults(func=cmd_bq_init)
+
+    report = sub.add_parser(
+        "report", help="HTML report with PNG charts of a load test (optionally vs another)",
+        description="Reads the BigQuery views of $ACCELOPS_PROJECT (or $BIGQUERY_EMULATOR_HOST); "
+                    "with neither set, the local sandbox's BigQuery (started if needed).")
+    report.add_argument("test_id", help="the load test to report on")
+    report.add_argument("--compare", metavar="OTHER_ID", help="a test to compare it with")
+    report.add_argument("--out", default="reports",
+                        help="directory for report folders (default: reports)")
+    report.add_argument("--state-dir", help="local sandbox state (default: .sandbox)")
+    report.set_defaults(func=cmd_report)
+
+    loadtest = sub.add_parser(
+        "loadtest", help="run a load test on the local sandbox and report on it",
+        description="Locust against the sandbox's Triton (or Saxml stand-in); metrics go "
+                    "through Pub/Sub and ingest_metrics into BigQuery. Starts the sandbox's "
+                    "metrics part if it is not running, and stops it afterwards.")
+    loadtest.add_argument("--server", choices=["triton", "saxml"], default="triton")
+    loadtest.add_argument("--users", type=int, default=4, help="concurrent users (default: 4)")
+    loadtest.add_argument("--duration", type=int, default=10, help="seconds (default: 10)")
+    loadtest.add_argument("--test-id", help="default: lt-<UTC time>-<random>")
+    loadtest.add_argument("--host", help="target URL (default: the sandbox's server)")
+    loadtest.add_argument("--model", help="default: toy-lm (Triton), /sax/test/toy (Saxml)")
+    loadtest.add_argument("--accelerator", default="cpu",
+                          help="recorded with the run, e.g. v5litepod-8 (default: cpu)")
+    loadtest.add_argument("--max-tokens", type=int, default=16)
+    loadtest.add_argument("--bad-request-ratio", type=float, default=0.0,
+                          help="fraction of requests sent to a missing model (default: 0)")
+    loadtest.add_argument("--report-dir", default="reports",
+                          help="where the HTML report goes (default: reports)")
+    loadtest.add_argument("--no-report", action="store_true", help="print the summary only")
+    loadtest.add_argument("--state-dir", help="local sandbox state (default: .sandbox)")
+    loadtest.set_defaults(func=cmd_loadtest)
 
     demo = sub.add_parser("demo", help="run the demo scenario on a fresh sandbox")
     demo.add_argument("--state-dir", help="sandbox state directory (default: a temporary one)")

@@ -26,6 +26,7 @@ from shared.errors import ConfigError, PermanentError
 
 __all__ = [
     "AccelopsConfig",
+    "MetricsConfig",
     "Settings",
     "SliceConfig",
     "TeamPolicy",
@@ -118,6 +119,7 @@ class Topics(BaseModel):
     job_requests: str = "job-requests"
     rejections: str = "job-rejections"
     slices_reconcile: str = "slices-reconcile"
+    loadtest_metrics: str = "loadtest-metrics"
 
 
 class SliceConfig(BaseModel):
@@ -145,6 +147,22 @@ class SliceConfig(BaseModel):
         return TeamPolicy._rfc1123(value)
 
 
+_BQ_ID = r"^[A-Za-z0-9_]{1,1024}$"
+
+
+class MetricsConfig(BaseModel):
+    """Where load-test metrics live in BigQuery (project: ``ACCELOPS_PROJECT``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    dataset: Annotated[str, Field(pattern=_BQ_ID)] = "loadtest"
+    table: Annotated[str, Field(pattern=_BQ_ID)] = "requests"
+    rejections_table: Annotated[str, Field(pattern=_BQ_ID)] = "rejections"
+    location: str = "US"
+    # Partitions older than this are dropped by BigQuery; None keeps them forever.
+    partition_expiration_days: Annotated[int, Field(ge=1)] | None = None
+
+
 class AccelopsConfig(BaseModel):
     """The YAML configuration file."""
 
@@ -153,6 +171,7 @@ class AccelopsConfig(BaseModel):
     teams: dict[str, TeamPolicy] = Field(default_factory=dict)
     topics: Topics = Field(default_factory=Topics)
     slices: SliceConfig = Field(default_factory=SliceConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
 
 
 def format_validation_error(exc: ValidationError, prefix: str = "") -> tuple[str, str, str]:

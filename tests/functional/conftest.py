@@ -120,3 +120,38 @@ def pull_rejections(max_messages: int = 10) -> list[Any]:
         return [m.message for m in response.received_messages]
     finally:
         subscriber.close()
+
+
+@pytest.fixture(scope="session")
+def bigquery_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    from tests.bigquery_fixtures import bigquery_emulator
+
+    with bigquery_emulator(tmp_path_factory.mktemp("bq") / "bqemulator.log") as emulator:
+        yield emulator.url
+
+
+@pytest.fixture
+def metrics_store(bigquery_endpoint: str, tmp_path: Path,
+                  monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A fresh dataset with the metrics schema, and the environment ingest_metrics reads."""
+    import yaml
+
+    from shared.metrics.schema import apply_schema
+    from tests.bigquery_fixtures import PROJECT as BQ_PROJECT
+    from tests.bigquery_fixtures import fresh_dataset
+
+    config = fresh_dataset()
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump({"metrics": config.model_dump()}))
+    monkeypatch.setenv("BIGQUERY_EMULATOR_HOST", bigquery_endpoint)
+    monkeypatch.setenv("ACCELOPS_PROJECT", BQ_PROJECT)
+    monkeypatch.setenv("ACCELOPS_CONFIG", str(path))
+    apply_schema(BQ_PROJECT, config)
+    return config
+
+
+@pytest.fixture(scope="session")
+def ingest_client() -> Any:
+    app = functions_framework.create_app("ingest_metrics", str(REPO / "functions" / "main.py"),
+                                         "cloudevent")
+    return app.test_client()

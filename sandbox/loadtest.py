@@ -1,0 +1,208 @@
+"""``accelops loadtest``: one Locust run whose metrics flow through Pub/Sub,
+``ingest_metrics`` and BigQuery, then a summary from the views and an HTML report.
+
+Locust runs as a subprocess (it monkey-patches the interpreter with gevent). Its own
+request count (from ``--csv``) is the number of rows the views must end up with: the
+command waits for exactly that many, so a lost or duplicated row shows up as a
+failure rather than a slightly wrong chart. Without ``--host`` the target is the
+local sandbox's Triton (or Saxml stand-in), started for the run if it is not up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from shared.errors import AccelopsError, NotFoundError
+from shared.metrics.model import MetricsSource, TestSummary
+
+__all__ = ["LoadTest", "LocustRun", "format_summary", "main", "new_test_id", "wait_for_rows"]
+
+REPO = Path(__file__).resolve().parent.parent
+LOCUSTFILE = REPO / "services" / "loadgen" / "locustfile.py"
+DEFAULT_MODELS = {"triton": "toy-lm", "saxml": "/sax/test/toy"}
+ROWS_TIMEOUT = 60.0
+
+
+class LoadTestError(AccelopsError):
+    pass
+
+
+@dataclass(frozen=True)
+class LoadTest:
+    """What to run."""
+
+    test_id: str
+    host: str
+    server: str = "triton"
+    users: int = 4
+    duration_s: int = 10
+    model: str = "toy-lm"
+    accelerator: str = "cpu"
+    max_tokens: int = 16
+    bad_request_ratio: float = 0.0
+
+    def command(self, csv_prefix: Path) -> list[str]:
+        return [
+            sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
+            "--host", self.host, "-u", str(self.users), "-r", str(self.users),
+            "-t", f"{self.duration_s}s", "--stop-timeout", "5", "--only-summary",
+            "--csv", str(csv_prefix),
+            "--test-id", self.test_id, "--server", self.server, "--model", self.model,
+            "--accelerator", self.accelerator, "--max-tokens", str(self.max_tokens),
+            "--bad-request-ratio", str(self.bad_request_ratio),
+        ]
+
+
+@dataclass(frozen=True)
+class LocustRun:
+    """What Locust itself counted."""
+
+    requests: int
+    failures: int
+    returncode: int
+    output: str
+
+
+def new_test_id(now: datetime | None = None) -> str:
+    """A sortable, unique test id such as ``lt-20261121-140512-9f3a``."""
+    at = (now or datetime.now(UTC)).astimezone(UTC)
+    return f"lt-{at:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
+
+
+class LocustProcess:
+    """A running Locust; :meth:`wait` returns its counts once it has exited."""
+
+    def __init__(self, test: LoadTest, env: dict[str, str]) -> None:
+        self.test = test
+        self._dir = tempfile.TemporaryDirectory(prefix="accelops-locust-")
+        self._csv = Path(self._dir.name) / "run"
+        self._log = Path(self._dir.name) / "locust.log"
+        with self._log.open("wb") as log:
+            self._process = subprocess.Popen(  # noqa: S603 - our interpreter, our locustfile
+                test.command(self._csv), stdout=log, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, cwd=str(REPO),
+                env={**os.environ, **env, "PYTHONPATH": str(REPO)})
+
+    def wait(self) -> LocustRun:
+        # Duration + Locust's stop timeout + the plugin's final flush, with room to spare.
+        limit = self.test.duration_s + 60
+        try:
+            code = self._process.wait(timeout=limit)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait()
+            raise LoadTestError(f"locust did not finish within {limit}s") from None
+        output = self._log.read_text(errors="replace")
+        try:
+            requests, failures = _aggregated(self._csv.with_name("run_stats.csv"))
+        except (OSError, KeyError, ValueError) as exc:
+            raise LoadTestError(f"locust exited {code} without statistics:\n{output[-2000:]}",
+                                ) from exc
+        finally:
+            self._dir.cleanup()
+        return LocustRun(requests, failures, code, output)
+
+
+def _aggregated(stats_csv: Path) -> tuple[int, int]:
+    with stats_csv.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            if row["Name"] == "Aggregated":
+                return int(row["Request Count"]), int(row["Failure Count"])
+    raise KeyError("no Aggregated row")
+
+
+def wait_for_rows(source: MetricsSource, test_id: str, expected: int,
+                  timeout: float = ROWS_TIMEOUT,
+                  progress: Callable[[str], None] = lambda line: None) -> TestSummary:
+    """Poll the summary view until it counts ``expected`` requests for the test.
+
+    Raises LoadTestError when they do not all arrive in time, or more arrive (which
+    would mean duplicates got past the views).
+    """
+    deadline = time.monotonic() + timeout
+    seen = -1
+    while True:
+        try:
+            summary = source.summary(test_id)
+            count = summary.requests
+        except NotFoundError:
+            summary, count = None, 0
+        if count != seen:
+            progress(f"  rows in BigQuery: {count}/{expected}")
+            seen = count
+        if summary is not None and count == expected:
+            return summary
+        if count > expected:
+            raise LoadTestError(f"{count} rows for {expected} requests: duplicates in the views")
+        if time.monotonic() > deadline:
+            raise LoadTestError(f"only {count} of {expected} rows reached BigQuery within "
+                                f"{timeout:.0f}s (see the ingest_metrics log)")
+        time.sleep(0.5)
+
+
+def format_summary(s: TestSummary) -> str:
+    return "\n".join([
+        f"  test        {s.test_id}  ({s.server or '?'} / {s.model_name or '?'} on "
+        f"{s.accelerator or '?'}, {s.users or '?'} users, {s.duration_s:.1f}s)",
+        f"  requests    {s.requests}  ({s.qps:.1f}/s), errors {s.errors} "
+        f"({s.error_rate:.1%})",
+        f"  latency     p50 {s.p50_ms:.1f} ms   p90 {s.p90_ms:.1f} ms   p99 {s.p99_ms:.1f} ms",
+        f"  tokens      {s.output_tokens} out, {s.tokens_per_s:.0f}/s",
+    ])
+
+
+def write_html(source: MetricsSource, test_id: str, out_root: Path,
+               compare: str | None = None) -> Path:
+    from shared.metrics.report import report_dir_name, write_report
+
+    return write_report(source, test_id, out_root / report_dir_name(test_id, compare),
+                        compare=compare)
+
+
+def run(test: LoadTest, env: dict[str, str], source: MetricsSource,
+        progress: Callable[[str], None] = print) -> TestSummary:
+    """Run Locust, then wait until BigQuery's views hold every request it made."""
+    progress(f"load test {test.test_id}: {test.users} users for {test.duration_s}s "
+             f"against {test.server} at {test.host}")
+    result = LocustProcess(test, env).wait()
+    progress(f"  locust made {result.requests} requests ({result.failures} failed)")
+    if result.returncode not in (0, 1):  # 1: some requests failed, which is data too
+        raise LoadTestError(f"locust exited {result.returncode}:\n{result.output[-2000:]}")
+    if "not published" in result.output:
+        raise LoadTestError(f"the load generator lost metrics:\n{result.output[-2000:]}")
+    return wait_for_rows(source, test.test_id, result.requests, progress=progress)
+
+
+def main(args: argparse.Namespace) -> int:
+    from sandbox.runner import DEFAULT_STATE_DIR, session
+    from shared.metrics.views import BigQueryMetrics
+
+    state_dir = Path(args.state_dir or os.environ.get("ACCELOPS_SANDBOX_DIR")
+                     or DEFAULT_STATE_DIR)
+    test_id = args.test_id or new_test_id()
+    model = args.model or DEFAULT_MODELS[args.server]
+    with session(state_dir, {"metrics"}) as sandbox, sandbox.client_env():
+        host = args.host or (sandbox.triton_url if args.server == "triton"
+                             else sandbox.saxml_url)
+        test = LoadTest(test_id=test_id, host=host, server=args.server, users=args.users,
+                        duration_s=args.duration, model=model, accelerator=args.accelerator,
+                        max_tokens=args.max_tokens, bad_request_ratio=args.bad_request_ratio)
+        source = BigQueryMetrics.from_env()
+        summary = run(test, sandbox.env(), source)
+        print(format_summary(summary))
+        if not args.no_report:
+            path = write_html(source, test_id, Path(args.report_dir))
+            print(f"  report      {path}")
+    print(f"compare with another run:  accelops report {test_id} --compare OTHER_TEST_ID")
+    return 0

@@ -1,0 +1,1 @@
+"""Load-test metrics: records from the load generator, their BigQuery rows, views and reports."""
