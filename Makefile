@@ -33,6 +33,8 @@ unit: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m tests.bench
 	$(PY) -m tests.bench.slices
+	$(PY) -m tests.bench.metrics
+	$(PY) -m tests.bench.report
 
 sandbox-up: $(STAMP)
 	$(VENV)/bin/accelops sandbox up

@@ -40,8 +40,8 @@ def test_a_pushed_batch_of_records_lands_in_the_views(ingest_client, metrics_sto
 
     assert response.status_code == 200
     assert count(metrics_store, "requests_unique") == 3
-    [summary] = bigquery.query("accelops-test",
-                               f"SELECT * FROM `accelops-test.{metrics_store.dataset}.test_summary`")
+    [summary] = bigquery.query(
+        "accelops-test", f"SELECT * FROM `accelops-test.{metrics_store.dataset}.test_summary`")
     assert summary["test_id"] == "lt-20261121-100000-ab12"
     assert summary["requests"] == 3
     assert summary["errors"] == 1

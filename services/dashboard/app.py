@@ -1,0 +1,166 @@
+"""The load-test dashboard: the CLI's report pages and charts, served from Cloud Run.
+
+It renders with :mod:`shared.metrics.report`, so a page here and an ``accelops
+report`` directory are the same HTML; only the chart ``src`` differs (chart routes
+instead of PNG files).
+
+Cold start stays short: the metrics source (a BigQuery client) is created on the first
+request that needs it, once per process, and matplotlib is imported on the first
+chart; ``/healthz`` needs neither. Errors map to statuses by their domain type:
+``NotFoundError`` 404, ``TransientError`` 503 with ``Retry-After``; a malformed test id
+is refused (400) before the source is asked.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import threading
+from collections.abc import Callable
+
+from flask import Flask, Response, request, url_for
+
+from shared.errors import ConfigError, NotFoundError, TransientError
+from shared.log import get_logger
+from shared.metrics.model import MetricsSource
+from shared.metrics.report import (
+    CHART_NAMES,
+    build_report,
+    chart_png,
+    render_html,
+    render_index_html,
+)
+
+__all__ = ["RECENT_TESTS", "TEST_ID", "create_app"]
+
+TEST_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+RECENT_TESTS = 50
+
+log = get_logger("accelops.dashboard")
+
+# Load tests keep reporting while they run, so pages are cached briefly; a chart is
+# cached as long as the page that shows it.
+_PAGE_CACHE = "private, max-age=60"
+_CHART_CACHE = "private, max-age=60"
+_INDEX_CACHE = "no-cache"
+_RETRY_AFTER_S = "10"
+# Pages carry inline CSS and no scripts; images come from this origin only.
+_CSP = ("default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; "
+        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+
+
+class _InvalidTestId(ValueError):
+    """A test id in the URL that no load test can have."""
+
+
+class _LazySource:
+    """The source, created by ``factory`` on first use and shared by every thread.
+
+    A factory that fails is tried again on the next request rather than cached.
+    """
+
+    def __init__(self, factory: Callable[[], MetricsSource]) -> None:
+        self._factory = factory
+        self._source: MetricsSource | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> MetricsSource:
+        if self._source is None:
+            with self._lock:
+                if self._source is None:
+                    self._source = self._factory()
+        return self._source
+
+
+def _bigquery_source() -> MetricsSource:
+    from shared.metrics.views import BigQueryMetrics
+
+    return BigQueryMetrics.from_env()
+
+
+def _checked(test_id: str, what: str = "test id") -> str:
+    if not TEST_ID.fullmatch(test_id):
+        raise _InvalidTestId(f"{what} {test_id!r} is not a load test id: 1-128 characters "
+                             "from A-Z a-z 0-9 . _ : -, starting with a letter or digit")
+    return test_id
+
+
+def _compare_arg() -> str | None:
+    compare = request.args.get("compare", "").strip()
+    return _checked(compare, "compare") if compare else None
+
+
+def _error_page(status: int, title: str, reason: str) -> Response:
+    body = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+            f"<title>{status} {html.escape(title)}</title></head><body>"
+            f"<h1>{status} {html.escape(title)}</h1><p>{html.escape(reason)}</p>"
+            f'<p><a href="/">All load tests</a></p></body></html>\n')
+    response = Response(body, status=status, mimetype="text/html")
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def create_app(source_factory: Callable[[], MetricsSource] | None = None) -> Flask:
+    """The dashboard app; ``source_factory`` defaults to the BigQuery views from the env."""
+    app = Flask(__name__)
+    source = _LazySource(source_factory or _bigquery_source)
+
+    @app.get("/healthz")
+    def healthz() -> Response:
+        return Response("ok\n", mimetype="text/plain", headers={"Cache-Control": "no-store"})
+
+    @app.get("/")
+    def index() -> Response:
+        tests = source.get().recent_tests(RECENT_TESTS)
+        page = render_index_html(tests, lambda test_id: url_for("test_page", test_id=test_id))
+        return Response(page, mimetype="text/html", headers={"Cache-Control": _INDEX_CACHE})
+
+    @app.get("/tests/<test_id>")
+    def test_page(test_id: str) -> Response:
+        test_id, compare = _checked(test_id), _compare_arg()
+        report = build_report(source.get(), test_id, compare)
+        page = render_html(report, lambda name: url_for("chart", test_id=test_id, name=name,
+                                                        compare=compare))
+        return Response(page, mimetype="text/html", headers={"Cache-Control": _PAGE_CACHE})
+
+    @app.get("/tests/<test_id>/charts/<name>.png")
+    def chart(test_id: str, name: str) -> Response:
+        test_id, compare = _checked(test_id), _compare_arg()
+        if name not in CHART_NAMES:
+            return _error_page(404, "Not Found",
+                               f"no chart {name!r}; charts: {', '.join(CHART_NAMES)}")
+        png = chart_png(build_report(source.get(), test_id, compare), name)
+        return Response(png, mimetype="image/png", headers={"Cache-Control": _CHART_CACHE})
+
+    @app.errorhandler(_InvalidTestId)
+    def invalid_test_id(exc: _InvalidTestId) -> Response:
+        return _error_page(400, "Bad Request", str(exc))
+
+    @app.errorhandler(NotFoundError)
+    def not_found(exc: NotFoundError) -> Response:
+        return _error_page(404, "Not Found", exc.message)
+
+    @app.errorhandler(ConfigError)
+    def misconfigured(exc: ConfigError) -> Response:
+        # The deployment's fault, not the visitor's: say what to set, log it loudly.
+        log.error("dashboard misconfigured", path=request.path, **exc.as_fields())
+        return _error_page(500, "Internal Server Error",
+                           f"the dashboard is misconfigured: {exc.message}")
+
+    @app.errorhandler(TransientError)
+    def unavailable(exc: TransientError) -> Response:
+        log.warning("metrics source unavailable", path=request.path, **exc.as_fields())
+        response = _error_page(503, "Service Unavailable",
+                               f"the metrics store did not answer: {exc.message}")
+        response.headers["Retry-After"] = _RETRY_AFTER_S
+        return response
+
+    @app.after_request
+    def security_headers(response: Response) -> Response:
+        response.headers.setdefault("Content-Security-Policy", _CSP)
+        response.headers.setdefault("X-Content-Type-Options", "nosniff")
+        response.headers.setdefault("Referrer-Policy", "no-referrer")
+        return response
+
+    return app
+
