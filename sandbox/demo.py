@@ -14,17 +14,26 @@ results back with the real Kubernetes client and prints them:
 from __future__ import annotations
 
 import argparse
-import base64
 import json
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
+from sandbox.loadtest import (
+    LoadTest,
+    LocustProcess,
+    describe,
+    finish,
+    format_summary,
+    new_test_id,
+    write_html,
+)
 from sandbox.runner import Sandbox, SandboxError
 from sandbox.topology import FUNCTIONS, PROJECT
+from shared.errors import AccelopsError
 from shared.kube import JOBSETS
+from shared.metrics.views import BigQueryMetrics
 from shared.slices.observe import finished_at
 
 __all__ = ["main", "run_scenario"]
@@ -36,26 +45,12 @@ INVALID = "invalid-too-many-slices.json"
 WAIT_SECONDS = 30.0
 LIFECYCLE_SECONDS = 120.0  # real seconds; the whole lifecycle takes ~30 s at 120x
 DEMO_SPEED = 120.0
+LOAD_USERS, LOAD_SECONDS = 4, 12
+REPORTS = Path("reports")
 
 
 def _publish(publisher: Any, topic: str, data: bytes) -> str:
     return str(publisher.publish(topic, data).result(timeout=30))
-
-
-def _push_again(sandbox: Sandbox, message_id: str, data: bytes) -> int:
-    """Deliver an already delivered message once more, in Pub/Sub's push format."""
-    spec = FUNCTIONS[0]
-    envelope = {
-        "message": {"data": base64.b64encode(data).decode(), "messageId": message_id,
-                    "message_id": message_id, "attributes": {},
-                    "publishTime": "2026-01-01T00:00:00Z"},
-        "subscription": f"projects/{PROJECT}/subscriptions/{spec.subscription}",
-    }
-    request = urllib.request.Request(  # noqa: S310 - a loopback URL we started
-        sandbox.function_url(spec.target), data=json.dumps(envelope).encode(),
-        headers={"Content-Type": "application/json"}, method="POST")
-    with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
-        return int(response.status)
 
 
 def _jobsets() -> list[dict[str, Any]]:
@@ -155,7 +150,7 @@ def run_scenario(sandbox: Sandbox) -> dict[str, Any]:
 
         print("\n2. at-least-once delivery")
         message_id, data = sent[VALID[0]]
-        status = _push_again(sandbox, message_id, data)
+        status = sandbox.redeliver(FUNCTIONS[0].target, message_id, data)
         print(f"   message {message_id} pushed to submit_job again: HTTP {status}")
         again = _publish(publisher, topic, data)
         print(f"   the same request (same request_id) published again as message {again}")
@@ -183,13 +178,30 @@ def run_scenario(sandbox: Sandbox) -> dict[str, Any]:
         print(f"   field {attrs['rejection_field']!r}, rule {attrs['rejection_rule']!r}; "
               f"original {len(rejection.data)} bytes kept unchanged")
 
+        # The load test runs alongside the lifecycle: both mostly wait.
+        load = LoadTest(test_id=new_test_id(), host=sandbox.triton_url, users=LOAD_USERS,
+                        duration_s=LOAD_SECONDS, bad_request_ratio=0.02)
+        locust = LocustProcess(load, sandbox.env())
+
         print(f"\n7. lifecycle on the simulated clock (x{sandbox.speed:g}): Kueue admits, "
               "reconcile_slices creates node pools, pods run, pools are reaped")
-        timelines = follow_lifecycle(len(jobsets))
+        try:
+            timelines = follow_lifecycle(len(jobsets))
+        except BaseException:
+            locust.kill()
+            raise
         print_timelines(timelines)
+
+        print(f"\n8. {describe(load)}; metrics: Locust -> Pub/Sub -> ingest_metrics -> "
+              "BigQuery")
+        source = BigQueryMetrics.from_env()
+        summary = finish(locust, source, progress=lambda line: print(f"  {line}"))
+        print(format_summary(summary))
+        report = write_html(source, load.test_id, REPORTS).resolve()
+        print(f"  report      {report}")
         return {"jobsets": jobsets, "rejection": attrs, "duplicate_status": status,
                 "rejected_data": bytes(rejection.data), "outcomes": outcomes,
-                "timelines": timelines}
+                "timelines": timelines, "load_test": summary, "report": report}
     finally:
         subscriber.close()
         publisher.transport.close()
@@ -285,7 +297,7 @@ def main(args: argparse.Namespace) -> int:
         try:
             with sandbox.client_env():
                 run_scenario(sandbox)
-        except SandboxError as exc:
+        except AccelopsError as exc:
             print(f"accelops demo: {exc}\n(logs: {state_dir / 'logs'})")
             return 1
         finally:

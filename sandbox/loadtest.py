@@ -2,7 +2,7 @@
 ``ingest_metrics`` and BigQuery, then a summary from the views and an HTML report.
 
 Locust runs as a subprocess (it monkey-patches the interpreter with gevent). Its own
-request count (from ``--csv``) is the number of rows the views must end up with: the
+request count (from ``--json-file``) is the number of rows the views must end up with: the
 command waits for exactly that many, so a lost or duplicated row shows up as a
 failure rather than a slightly wrong chart. Without ``--host`` the target is the
 local sandbox's Triton (or Saxml stand-in), started for the run if it is not up.
@@ -11,7 +11,7 @@ local sandbox's Triton (or Saxml stand-in), started for the run if it is not up.
 from __future__ import annotations
 
 import argparse
-import csv
+import json
 import os
 import secrets
 import subprocess
@@ -26,7 +26,18 @@ from pathlib import Path
 from shared.errors import AccelopsError, NotFoundError
 from shared.metrics.model import MetricsSource, TestSummary
 
-__all__ = ["LoadTest", "LocustRun", "format_summary", "main", "new_test_id", "wait_for_rows"]
+__all__ = [
+    "LoadTest",
+    "LocustProcess",
+    "LocustRun",
+    "describe",
+    "finish",
+    "format_summary",
+    "main",
+    "new_test_id",
+    "run",
+    "wait_for_rows",
+]
 
 REPO = Path(__file__).resolve().parent.parent
 LOCUSTFILE = REPO / "services" / "loadgen" / "locustfile.py"
@@ -52,12 +63,12 @@ class LoadTest:
     max_tokens: int = 16
     bad_request_ratio: float = 0.0
 
-    def command(self, csv_prefix: Path) -> list[str]:
+    def command(self, stats_prefix: Path) -> list[str]:
         return [
             sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
             "--host", self.host, "-u", str(self.users), "-r", str(self.users),
             "-t", f"{self.duration_s}s", "--stop-timeout", "5", "--only-summary",
-            "--csv", str(csv_prefix),
+            "--json-file", str(stats_prefix),
             "--test-id", self.test_id, "--server", self.server, "--model", self.model,
             "--accelerator", self.accelerator, "--max-tokens", str(self.max_tokens),
             "--bad-request-ratio", str(self.bad_request_ratio),
@@ -86,13 +97,20 @@ class LocustProcess:
     def __init__(self, test: LoadTest, env: dict[str, str]) -> None:
         self.test = test
         self._dir = tempfile.TemporaryDirectory(prefix="accelops-locust-")
-        self._csv = Path(self._dir.name) / "run"
+        self._stats = Path(self._dir.name) / "run"
         self._log = Path(self._dir.name) / "locust.log"
         with self._log.open("wb") as log:
             self._process = subprocess.Popen(  # noqa: S603 - our interpreter, our locustfile
-                test.command(self._csv), stdout=log, stderr=subprocess.STDOUT,
+                test.command(self._stats), stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, cwd=str(REPO),
                 env={**os.environ, **env, "PYTHONPATH": str(REPO)})
+
+    def kill(self) -> None:
+        """Stop a run that is no longer wanted (its metrics may be partial)."""
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        self._dir.cleanup()
 
     def wait(self) -> LocustRun:
         # Duration + Locust's stop timeout + the plugin's final flush, with room to spare.
@@ -105,8 +123,8 @@ class LocustProcess:
             raise LoadTestError(f"locust did not finish within {limit}s") from None
         output = self._log.read_text(errors="replace")
         try:
-            requests, failures = _aggregated(self._csv.with_name("run_stats.csv"))
-        except (OSError, KeyError, ValueError) as exc:
+            requests, failures = _totals(self._stats.with_name("run.json"))
+        except (OSError, KeyError, ValueError, TypeError) as exc:
             raise LoadTestError(f"locust exited {code} without statistics:\n{output[-2000:]}",
                                 ) from exc
         finally:
@@ -114,12 +132,12 @@ class LocustProcess:
         return LocustRun(requests, failures, code, output)
 
 
-def _aggregated(stats_csv: Path) -> tuple[int, int]:
-    with stats_csv.open(newline="") as handle:
-        for row in csv.DictReader(handle):
-            if row["Name"] == "Aggregated":
-                return int(row["Request Count"]), int(row["Failure Count"])
-    raise KeyError("no Aggregated row")
+def _totals(stats_json: Path) -> tuple[int, int]:
+    """Requests and failures from Locust's final ``--json-file`` (one entry per request
+    name). Its CSV is rewritten only every few seconds and misses the last of them."""
+    entries = json.loads(stats_json.read_text())
+    return (sum(int(e["num_requests"]) for e in entries),
+            sum(int(e["num_failures"]) for e in entries))
 
 
 def wait_for_rows(source: MetricsSource, test_id: str, expected: int,
@@ -170,18 +188,28 @@ def write_html(source: MetricsSource, test_id: str, out_root: Path,
                         compare=compare)
 
 
-def run(test: LoadTest, env: dict[str, str], source: MetricsSource,
-        progress: Callable[[str], None] = print) -> TestSummary:
-    """Run Locust, then wait until BigQuery's views hold every request it made."""
-    progress(f"load test {test.test_id}: {test.users} users for {test.duration_s}s "
-             f"against {test.server} at {test.host}")
-    result = LocustProcess(test, env).wait()
+def describe(test: LoadTest) -> str:
+    return (f"load test {test.test_id}: {test.users} users for {test.duration_s}s "
+            f"against {test.server} at {test.host}")
+
+
+def finish(process: LocustProcess, source: MetricsSource,
+           progress: Callable[[str], None] = print) -> TestSummary:
+    """Wait for Locust, then until BigQuery's views hold every request it made."""
+    result = process.wait()
     progress(f"  locust made {result.requests} requests ({result.failures} failed)")
     if result.returncode not in (0, 1):  # 1: some requests failed, which is data too
         raise LoadTestError(f"locust exited {result.returncode}:\n{result.output[-2000:]}")
     if "not published" in result.output:
         raise LoadTestError(f"the load generator lost metrics:\n{result.output[-2000:]}")
-    return wait_for_rows(source, test.test_id, result.requests, progress=progress)
+    return wait_for_rows(source, process.test.test_id, result.requests, progress=progress)
+
+
+def run(test: LoadTest, env: dict[str, str], source: MetricsSource,
+        progress: Callable[[str], None] = print) -> TestSummary:
+    """Run Locust to the end and wait for its rows; see :func:`finish`."""
+    progress(describe(test))
+    return finish(LocustProcess(test, env), source, progress)
 
 
 def main(args: argparse.Namespace) -> int:

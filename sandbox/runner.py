@@ -145,6 +145,30 @@ class Sandbox:
     def function_url(self, target: str) -> str:
         return f"http://127.0.0.1:{self.components[target].port}/"
 
+    def redeliver(self, target: str, message_id: str, data: bytes,
+                  attributes: dict[str, str] | None = None) -> int:
+        """Deliver an already delivered message once more to a function, in Pub/Sub's
+        push format, as Pub/Sub does when an ack is lost; returns the HTTP status."""
+        import base64
+        import urllib.error
+        import urllib.request
+
+        spec = next(spec for spec in FUNCTIONS if spec.target == target)
+        envelope = {
+            "message": {"data": base64.b64encode(data).decode(), "messageId": message_id,
+                        "message_id": message_id, "attributes": attributes or {},
+                        "publishTime": "2026-01-01T00:00:00Z"},
+            "subscription": f"projects/{PROJECT}/subscriptions/{spec.subscription}",
+        }
+        request = urllib.request.Request(  # noqa: S310 - a loopback URL we started
+            self.function_url(target), data=json.dumps(envelope).encode(),
+            headers={"Content-Type": "application/json"}, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
+                return int(response.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
+
     def env(self) -> dict[str, str]:
         """The environment a client (or a function) uses to reach this sandbox."""
         env = {

@@ -4,6 +4,10 @@ The publisher client is created on first use and reused across invocations. It
 finds a local endpoint through ``PUBSUB_EMULATOR_HOST`` on its own. ``publish``
 waits for the server's acknowledgement: callers rely on a message being stored
 before they let their own event be acknowledged.
+
+The client's own retries are bounded by the same timeout the caller waits for: the
+library's default keeps retrying a publish for ten minutes in the background, so a
+caller that gave up and published again could store the message twice.
 """
 
 from __future__ import annotations
@@ -11,9 +15,15 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from shared.errors import NotFoundError, PermanentError, RateLimitedError, UnavailableError
+from shared.errors import (
+    ConfigError,
+    NotFoundError,
+    PermanentError,
+    RateLimitedError,
+    UnavailableError,
+)
 
-__all__ = ["publish", "reset_client", "topic_path"]
+__all__ = ["publish", "reset_client", "topic_path", "warm_up"]
 
 PUBLISH_TIMEOUT = 30.0
 # Pub/Sub limits attribute values to 1024 bytes.
@@ -40,6 +50,21 @@ def _client() -> Any:
         return _publisher
 
 
+def warm_up() -> None:
+    """Create the publisher now instead of on the first publish.
+
+    Creating it imports the client library and looks up credentials, which blocks for a
+    moment; a caller with latency-sensitive work running does it up front.
+    Raises ConfigError when there are no credentials.
+    """
+    from google.auth import exceptions as auth_exc
+
+    try:
+        _client()
+    except auth_exc.DefaultCredentialsError as exc:
+        raise ConfigError(f"no credentials for Pub/Sub: {exc}") from exc
+
+
 def reset_client() -> None:
     """Forget the cached publisher (tests that switch endpoints)."""
     global _publisher
@@ -54,25 +79,47 @@ def _clip(value: str) -> str:
     return encoded[: ATTRIBUTE_MAX_BYTES - 3].decode("utf-8", "ignore") + "..."
 
 
+def _retry(timeout: float) -> Any:
+    """The library's publish retry policy, with its deadline cut to ``timeout``."""
+    from google.api_core import exceptions as gexc
+    from google.api_core import retry
+
+    return retry.Retry(
+        initial=0.1, maximum=min(60.0, timeout), multiplier=4, timeout=timeout,
+        predicate=retry.if_exception_type(
+            gexc.Aborted, gexc.Cancelled, gexc.DeadlineExceeded, gexc.InternalServerError,
+            gexc.ResourceExhausted, gexc.ServiceUnavailable, gexc.Unknown))
+
+
 def publish(project: str, topic: str, data: bytes, attributes: dict[str, str] | None = None,
-            ) -> str:
+            *, timeout: float = PUBLISH_TIMEOUT) -> str:
     """Publish one message and return its id once the server has stored it.
 
+    ``timeout`` (seconds) bounds the client's retries and the wait for them.
     Raises NotFoundError when the topic does not exist, RateLimitedError or
-    UnavailableError when Pub/Sub cannot take it now.
+    UnavailableError when Pub/Sub cannot take it now, ConfigError without
+    credentials, PermanentError when it refuses the message.
     """
     from google.api_core import exceptions as gexc
+    from google.auth import exceptions as auth_exc
 
     path = topic_path(project, topic)
     attrs = {k: _clip(v) for k, v in (attributes or {}).items()}
     try:
-        future = _client().publish(path, data, **attrs)
-        return str(future.result(timeout=PUBLISH_TIMEOUT))
+        future = _client().publish(path, data, retry=_retry(timeout), timeout=timeout, **attrs)
+        # A little longer than the client's deadline, so its own error (which names the
+        # cause) arrives before this wait gives up.
+        return str(future.result(timeout=timeout + 1.0))
     except gexc.NotFound as exc:
         raise NotFoundError(f"topic {path} does not exist") from exc
+    except auth_exc.DefaultCredentialsError as exc:
+        raise ConfigError(f"no credentials to publish to {path}: {exc}") from exc
     except (gexc.TooManyRequests, gexc.ResourceExhausted) as exc:
         raise RateLimitedError(f"publishing to {path}: {exc}") from exc
     except gexc.InvalidArgument as exc:
         raise PermanentError(f"publishing to {path}: {exc}") from exc
-    except (gexc.GoogleAPICallError, gexc.RetryError, TimeoutError, OSError) as exc:
+    except TimeoutError as exc:
+        # Before OSError, of which it is a subclass: its message is empty.
+        raise UnavailableError(f"publishing to {path}: no answer within {timeout:g} s") from exc
+    except (gexc.GoogleAPICallError, gexc.RetryError, OSError) as exc:
         raise UnavailableError(f"publishing to {path}: {exc}") from exc

@@ -1,7 +1,8 @@
 """Shared fixtures for tests that drive a whole running sandbox (separate processes).
 
 A module may set ``SANDBOX_SPEED`` (simulated seconds per real second) to run its
-sandbox faster than the default.
+sandbox faster than the default, and ``SANDBOX_PARTS`` to start other parts than the
+jobs part (Kubernetes, GKE and their functions).
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ def wait_for(condition: Callable[[], Any], timeout: float = 30.0) -> Any:
 def sandbox(request: pytest.FixtureRequest,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Sandbox]:
     speed = getattr(request.module, "SANDBOX_SPEED", DEFAULT_SPEED)
-    running = Sandbox(tmp_path_factory.mktemp("sandbox"), speed=speed).start(progress=False)
+    parts = getattr(request.module, "SANDBOX_PARTS", {"jobs"})
+    running = Sandbox(tmp_path_factory.mktemp("sandbox"), speed=speed,
+                      parts=parts).start(progress=False)
     try:
         with running.client_env():
             yield running

@@ -1,0 +1,234 @@
+"""The toy language model behind a real ``tritonserver`` (CPU), via nvidia-pytriton.
+
+pytriton ships the server binary and the Python backend, so load tests hit the
+genuine KServe v2 HTTP/gRPC front end, request queue and dynamic batcher rather
+than a mock of them. The model callable runs in this process; the backend stub
+forwards each batch to it over a local socket.
+
+Request shapes (the model batches, so every input carries a leading batch
+dimension; a single prompt is shape ``[1, 1]`` -- ``[1]`` is rejected with 400)::
+
+    POST /v2/models/toy-lm/infer
+    {"inputs": [
+        {"name": "text_input", "shape": [1, 1], "datatype": "BYTES", "data": ["hello world"]},
+        {"name": "max_tokens", "shape": [1, 1], "datatype": "INT32", "data": [8]}
+    ]}
+
+    200 {"model_name": "toy-lm", "model_version": "1", "outputs": [
+        {"name": "text_output", "datatype": "BYTES", "shape": [1, 1], "data": ["..."]},
+        {"name": "num_output_tokens", "datatype": "INT32", "shape": [1, 1], "data": [8]},
+        {"name": "num_input_tokens", "datatype": "INT32", "shape": [1, 1], "data": [2]}
+    ]}
+
+``max_tokens`` is optional (default 16, clamped to 1..256). Several prompts may
+travel in one request (shape ``[n, 1]``, ``max_tokens`` then also ``[n, 1]``).
+Readiness: ``GET /v2/health/ready`` answers 200 before the model has loaded;
+``GET /v2/models/toy-lm/ready`` is the one to wait for.
+
+The backend stub (``triton_python_backend_stub``) links ``libpython3.x.so``
+dynamically. With a Python built outside the system prefix (pyenv, for one) the
+loader cannot find it and the model fails to load, so the interpreter's
+``LIBDIR`` has to be on ``LD_LIBRARY_PATH`` *of the stub*. The stub is a child of
+``tritonserver``, which pytriton starts from a copy of ``os.environ``, so adding
+the directory to this process's environment before the server starts is enough:
+this interpreter is already running and does not need it, and no re-exec is
+required.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sysconfig
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from sandbox.inference import toy_lm
+
+__all__ = [
+    "DEFAULT_MAX_BATCH_SIZE",
+    "MODEL_NAME_PATTERN",
+    "ToyLmTriton",
+    "infer_requests",
+    "prepare_stub_environment",
+]
+
+log = logging.getLogger(__name__)
+
+MODEL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9._-]+$")
+# Enough for the dynamic batcher to coalesce a load test's concurrent users into one
+# "generation" step, like an LLM server batching decode steps.
+DEFAULT_MAX_BATCH_SIZE = 32
+# Bounds how long tritonserver waits for in-flight requests on shutdown.
+_EXIT_TIMEOUT_S = 5
+
+Inputs = Mapping[str, npt.NDArray[Any]]
+Outputs = dict[str, npt.NDArray[Any]]
+
+
+def prepare_stub_environment(environ: MutableMapping[str, str] | None = None) -> None:
+    """Put this interpreter's ``LIBDIR`` on ``LD_LIBRARY_PATH`` for the backend stub."""
+    env = os.environ if environ is None else environ
+    libdir = sysconfig.get_config_var("LIBDIR")
+    if not libdir or not Path(libdir).is_dir():
+        return
+    current = [part for part in env.get("LD_LIBRARY_PATH", "").split(os.pathsep) if part]
+    if libdir not in current:
+        env["LD_LIBRARY_PATH"] = os.pathsep.join([libdir, *current])
+
+
+def _text(value: object) -> str:
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="replace")
+    return str(value)
+
+
+def _infer_one(request: Inputs) -> tuple[Outputs, int]:
+    prompts = request["text_input"].reshape(-1)
+    limits: list[int | None]
+    if "max_tokens" in request:
+        limits = [int(value) for value in request["max_tokens"].reshape(-1)]
+    else:
+        limits = [None] * len(prompts)
+    if len(limits) != len(prompts):
+        raise ValueError(f"max_tokens has {len(limits)} rows, text_input {len(prompts)}")
+    generations = [toy_lm.generate(_text(p), limit) for p, limit in zip(prompts, limits,
+                                                                       strict=True)]
+    rows = len(generations)
+    outputs: Outputs = {
+        "text_output": np.array([g.text.encode("utf-8") for g in generations],
+                                dtype=np.object_).reshape(rows, 1),
+        "num_output_tokens": np.array([g.num_output_tokens for g in generations],
+                                      dtype=np.int32).reshape(rows, 1),
+        "num_input_tokens": np.array([g.num_input_tokens for g in generations],
+                                     dtype=np.int32).reshape(rows, 1),
+    }
+    return outputs, max((g.num_output_tokens for g in generations), default=0)
+
+
+def infer_requests(requests: Sequence[Inputs], ms_per_token: float,
+                   sleep: Callable[[float], None] = time.sleep) -> list[Outputs]:
+    """Answer one dynamic batch: one output dict per request, in order.
+
+    The whole batch sleeps once, for its longest completion: requests batched
+    together finish together, as they do when an LLM server decodes a batch.
+    """
+    answers = [_infer_one(request) for request in requests]
+    longest = max((tokens for _, tokens in answers), default=0)
+    sleep(toy_lm.generation_seconds(longest, ms_per_token))
+    return [outputs for outputs, _ in answers]
+
+
+class ToyLmTriton:
+    """One tritonserver on 127.0.0.1 serving the toy LM under ``model_name``."""
+
+    def __init__(self, *, model_name: str, http_port: int, grpc_port: int,
+                 ms_per_token: float, workspace: Path, log_file: Path,
+                 max_batch_size: int = DEFAULT_MAX_BATCH_SIZE) -> None:
+        if not MODEL_NAME_PATTERN.match(model_name):
+            raise ValueError(f"invalid model name {model_name!r}")
+        self.model_name = model_name
+        self.http_port = http_port
+        self.grpc_port = grpc_port
+        self.ms_per_token = ms_per_token
+        self.workspace = workspace
+        self.log_file = log_file
+        self.max_batch_size = max_batch_size
+        self._triton: Any = None
+
+    @property
+    def http_url(self) -> str:
+        return f"http://127.0.0.1:{self.http_port}"
+
+    @property
+    def grpc_address(self) -> str:
+        return f"127.0.0.1:{self.grpc_port}"
+
+    def start(self) -> None:
+        """Launch tritonserver and load the model; returns when pytriton has connected.
+
+        Must be called from a thread that outlives the server: pytriton starts
+        tritonserver with ``PR_SET_PDEATHSIG``, which fires when the *thread* that
+        forked it exits.
+        """
+        # Imported here so the pure parts of this module (and the Saxml stand-in)
+        # do not pay for pytriton's import.
+        from pytriton.model_config import DynamicBatcher, ModelConfig, Tensor
+        from pytriton.triton import Triton, TritonConfig
+
+        prepare_stub_environment()
+        config = TritonConfig(
+            http_address="127.0.0.1", http_port=self.http_port,
+            grpc_address="127.0.0.1", grpc_port=self.grpc_port,
+            allow_metrics=False, allow_sagemaker=False, allow_vertex_ai=False,
+            log_file=self.log_file, log_verbose=0, exit_timeout_secs=_EXIT_TIMEOUT_S,
+        )
+        self._triton = Triton(config=config, workspace=self.workspace)
+        ms_per_token = self.ms_per_token
+
+        def infer(requests: Sequence[Inputs]) -> list[Outputs]:
+            return infer_requests(requests, ms_per_token)
+
+        self._triton.bind(
+            model_name=self.model_name,
+            infer_func=infer,
+            inputs=[
+                Tensor(name="text_input", dtype=bytes, shape=(1,)),
+                Tensor(name="max_tokens", dtype=np.int32, shape=(1,), optional=True),
+            ],
+            outputs=[
+                Tensor(name="text_output", dtype=bytes, shape=(1,)),
+                Tensor(name="num_output_tokens", dtype=np.int32, shape=(1,)),
+                Tensor(name="num_input_tokens", dtype=np.int32, shape=(1,)),
+            ],
+            config=ModelConfig(
+                batching=True,
+                max_batch_size=self.max_batch_size,
+                # No queue delay: a lone request is not held back waiting for company;
+                # requests that arrive while a batch runs are coalesced into the next.
+                batcher=DynamicBatcher(max_queue_delay_microseconds=0),
+            ),
+        )
+        self._triton.run()
+
+    def model_ready(self) -> bool:
+        """``GET /v2/models/NAME/ready`` answers 200."""
+        url = f"{self.http_url}/v2/models/{self.model_name}/ready"
+        try:
+            with urllib.request.urlopen(url, timeout=1.0) as response:  # noqa: S310
+                return int(response.status) == 200
+        except (urllib.error.URLError, OSError):
+            return False
+
+    def wait_until_ready(self, timeout: float) -> bool:
+        """Poll the model's readiness until it is ready (True) or ``timeout`` passes."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.model_ready():
+                return True
+            if time.monotonic() >= deadline or not self.is_alive():
+                return False
+            time.sleep(0.05)
+
+    def is_alive(self) -> bool:
+        return self._triton is not None and bool(self._triton.is_alive())
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_file.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        """Stop tritonserver (SIGINT, then kill after a grace period) and clean up."""
+        if self._triton is not None:
+            self._triton.stop()

@@ -1,0 +1,238 @@
+"""The two inference HTTP protocols: request bodies, and what a response says.
+
+* Triton's KServe v2 JSON ``POST /v2/models/{model}/infer``: inputs ``text_input``
+  (BYTES) and ``max_tokens`` (INT32); outputs ``text_output`` and, when the model
+  reports them, ``num_input_tokens`` / ``num_output_tokens``.
+* The Saxml HTTP proxy's ``POST /generate`` with ``{"model", "query",
+  "extra_inputs"}``; proxies differ in what they return (a list of ``[text, score]``
+  pairs, the same under ``generate_response``, an object with the text under some
+  other key, a bare string), so the parser looks for the first generated text rather
+  than one exact shape, and takes ``num_input_tokens`` / ``num_output_tokens`` from
+  the object when present.
+
+Token counts the server does not report are counted by splitting on whitespace and
+recorded as tokenizer ``whitespace`` (``server`` when the server reported the output
+count). A time the server reports as ``model_response_time_ms`` (Triton: in the
+response ``parameters``; Saxml: a key of the response object) becomes the record's
+``model_response_time``.
+
+Pure functions: the Locust user classes call them, tests call them directly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "BUILTIN_PROMPTS",
+    "Completion",
+    "ResponseError",
+    "error_text",
+    "load_prompts",
+    "parse_saxml",
+    "parse_triton",
+    "saxml_request",
+    "triton_request",
+    "whitespace_tokens",
+]
+
+BUILTIN_PROMPTS: tuple[str, ...] = (
+    "Explain in two sentences what a TPU is.",
+    "Write a haiku about autumn rain.",
+    "What is the capital of Australia, and why was it chosen?",
+    "Summarise the plot of Hamlet for a ten-year-old.",
+    "List three ways to reduce the latency of a web service.",
+    "Translate 'good morning, how are you?' into French and Spanish.",
+    "Why is the sky blue? Answer briefly.",
+    "Give a Python one-liner that reverses a string.",
+)
+_TEXT_KEYS = ("generate_response", "text", "generated_text", "output_text", "text_output",
+              "output", "outputs", "response", "responses", "predictions", "results",
+              "generations", "samples")
+_SERVER_TIME_KEY = "model_response_time_ms"
+
+
+class ResponseError(ValueError):
+    """A 2xx response that does not carry a completion."""
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """What one response says about the generation."""
+
+    text: str | None
+    num_input_tokens: int | None
+    num_output_tokens: int | None
+    model_response_time: float | None  # ms, as the server reported
+
+    def context(self, prompt: str) -> dict[str, Any]:
+        """The request-context fields for the record; missing counts by whitespace."""
+        output = self.num_output_tokens
+        tokenizer = "server"
+        if output is None:
+            tokenizer = "whitespace"
+            output = whitespace_tokens(self.text) if self.text is not None else None
+        inputs = self.num_input_tokens
+        if inputs is None:
+            inputs = whitespace_tokens(prompt)
+        return {"num_input_tokens": inputs, "num_output_tokens": output,
+                "tokenizer": tokenizer, "model_response_time": self.model_response_time}
+
+
+def whitespace_tokens(text: str) -> int:
+    return len(text.split())
+
+
+def _count(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if value >= 0 else None
+    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return None
+
+
+def _millis(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value >= 0 else None
+
+
+def _first(value: Any) -> Any:
+    """The first scalar of a (possibly nested) tensor data list."""
+    while isinstance(value, list):
+        if not value:
+            return None
+        value = value[0]
+    return value
+
+
+# ------------------------------------------------------------------ Triton (KServe v2)
+def triton_request(prompt: str, max_tokens: int) -> dict[str, Any]:
+    return {"inputs": [
+        {"name": "text_input", "shape": [1, 1], "datatype": "BYTES", "data": [prompt]},
+        {"name": "max_tokens", "shape": [1, 1], "datatype": "INT32", "data": [max_tokens]},
+    ]}
+
+
+def parse_triton(body: Any) -> Completion:
+    """Read a v2 inference response. Raises ResponseError when it has no outputs."""
+    if not isinstance(body, Mapping):
+        raise ResponseError("response is not a JSON object")
+    outputs = body.get("outputs")
+    if not isinstance(outputs, list) or not outputs:
+        raise ResponseError("response has no outputs")
+    by_name = {out.get("name"): _first(out.get("data")) for out in outputs
+               if isinstance(out, Mapping)}
+    text = by_name.get("text_output")
+    parameters = body.get("parameters")
+    server_time = (_millis(parameters.get(_SERVER_TIME_KEY))
+                   if isinstance(parameters, Mapping) else None)
+    return Completion(
+        text=text if isinstance(text, str) else None,
+        num_input_tokens=_count(by_name.get("num_input_tokens")),
+        num_output_tokens=_count(by_name.get("num_output_tokens")),
+        model_response_time=server_time,
+    )
+
+
+# ------------------------------------------------------------------ Saxml HTTP proxy
+def saxml_request(model: str, prompt: str, max_tokens: int) -> dict[str, Any]:
+    # ``per_example_max_decode_steps`` is the proxy's own name for the limit; the
+    # same value as ``max_tokens`` so either reading of it gets the same length.
+    return {"model": model, "query": prompt,
+            "extra_inputs": {"max_tokens": max_tokens, "per_example_max_decode_steps": max_tokens}}
+
+
+def _find_text(value: Any, depth: int = 0) -> str | None:
+    """The first generated text in a response of unknown shape."""
+    if depth > 6:
+        return None
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        for key in _TEXT_KEYS:
+            if key in value and (found := _find_text(value[key], depth + 1)) is not None:
+                return found
+        return None
+    if isinstance(value, list | tuple):
+        # [[text, score], ...] or [text, ...] or [{"text": ...}, ...]: first candidate wins.
+        for item in value:
+            if (found := _find_text(item, depth + 1)) is not None:
+                return found
+    return None
+
+
+def parse_saxml(body: Any) -> Completion:
+    """Read a Saxml proxy response. Raises ResponseError when it carries no text."""
+    counts: Mapping[str, Any] = body if isinstance(body, Mapping) else {}
+    text = _find_text(body)
+    output = _count(counts.get("num_output_tokens"))
+    if text is None and output is None:
+        raise ResponseError("response carries no generated text")
+    return Completion(
+        text=text,
+        num_input_tokens=_count(counts.get("num_input_tokens")),
+        num_output_tokens=output,
+        model_response_time=_millis(counts.get(_SERVER_TIME_KEY)),
+    )
+
+
+def error_text(status: int, body: bytes, limit: int = 300) -> str:
+    """A short failure message: the status and the server's own error, if it gave one."""
+    detail = body.decode("utf-8", "replace").strip()
+    try:
+        parsed = json.loads(detail)
+    except ValueError:
+        parsed = None
+    if isinstance(parsed, Mapping):
+        for key in ("error", "detail", "message"):
+            if isinstance(parsed.get(key), str):
+                detail = parsed[key]
+                break
+    return f"HTTP {status}: {detail}"[:limit] if detail else f"HTTP {status}"
+
+
+# ------------------------------------------------------------------ prompts
+def _prompts_from_lines(lines: Iterable[str], jsonl: bool, source: str) -> list[str]:
+    prompts: list[str] = []
+    for number, raw in enumerate(lines, start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        if not jsonl:
+            prompts.append(line)
+            continue
+        try:
+            item = json.loads(line)
+        except ValueError as exc:
+            raise ValueError(f"{source}:{number}: not JSON: {exc}") from exc
+        if isinstance(item, Mapping):
+            item = next((item[k] for k in ("prompt", "text", "input") if k in item), None)
+        if not isinstance(item, str) or not item.strip():
+            raise ValueError(f"{source}:{number}: expected a string or an object with 'prompt'")
+        prompts.append(item)
+    return prompts
+
+
+@lru_cache(maxsize=8)
+def load_prompts(path: str | None) -> tuple[str, ...]:
+    """The prompts of ``path`` (``.jsonl``: JSON per line, else text per line), or the
+    built-in ones. Raises ValueError for an empty or malformed file, OSError if unreadable."""
+    if path is None:
+        return BUILTIN_PROMPTS
+    file = Path(path)
+    jsonl = file.suffix.lower() in {".jsonl", ".ndjson"}
+    prompts = _prompts_from_lines(file.read_text(encoding="utf-8").splitlines(), jsonl, path)
+    if not prompts:
+        raise ValueError(f"{path}: no prompts")
+    return tuple(prompts)

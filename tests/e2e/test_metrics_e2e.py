@@ -1,0 +1,134 @@
+"""Load test → Pub/Sub → ingest_metrics → BigQuery → views → report, on the sandbox.
+
+Every process is separate (Locust, the Pub/Sub stand-in, functions-framework,
+bqemulator, Triton); the test talks to them with the real clients.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.cloud import pubsub_v1
+
+from sandbox.loadtest import LoadTest, new_test_id, run, wait_for_rows, write_html
+from sandbox.runner import Sandbox
+from sandbox.topology import PROJECT
+from shared import bigquery
+from shared.metrics.views import BigQueryMetrics
+from tests.e2e.conftest import wait_for
+
+pytestmark = pytest.mark.e2e
+
+SANDBOX_PARTS = {"metrics"}
+TOPIC = f"projects/{PROJECT}/topics/loadtest-metrics"
+
+
+def record(test_id: str, i: int, **change: Any) -> dict[str, Any]:
+    base = {"test_id": test_id, "request_type": "POST",
+            "request_name": "/v2/models/toy-lm/infer", "response_length": 200,
+            "response_time": 10.0 + i, "start_time": time.time() + i / 100,
+            "model_name": "toy-lm", "server": "triton", "accelerator": "cpu", "users": 1,
+            "num_input_tokens": 3, "num_output_tokens": 8}
+    base.update(change)
+    return base
+
+
+def publish(records: Any) -> str:
+    publisher = pubsub_v1.PublisherClient()
+    try:
+        return str(publisher.publish(TOPIC, json.dumps(records).encode()).result(timeout=30))
+    finally:
+        publisher.transport.close()
+
+
+def unique_rows(test_id: str) -> int:
+    rows = bigquery.query(PROJECT, "SELECT COUNT(*) AS n FROM "
+                          f"`{PROJECT}.loadtest.requests_unique` WHERE test_id = @t",
+                          {"t": test_id})
+    return int(rows[0]["n"])
+
+
+def raw_rows(test_id: str) -> int:
+    rows = bigquery.query(PROJECT, f"SELECT COUNT(*) AS n FROM `{PROJECT}.loadtest.requests` "
+                          "WHERE test_id = @t", {"t": test_id})
+    return int(rows[0]["n"])
+
+
+def test_a_load_test_against_triton_ends_up_whole_in_the_views_and_the_report(
+    sandbox: Sandbox, tmp_path: Path
+):
+    test = LoadTest(test_id=new_test_id(), host=sandbox.triton_url, users=3, duration_s=4,
+                    bad_request_ratio=0.1)
+    source = BigQueryMetrics.from_env()
+
+    summary = run(test, sandbox.env(), source, progress=lambda line: None)
+    report = write_html(source, test.test_id, tmp_path)
+
+    assert summary.requests > 20
+    assert 0 < summary.errors < summary.requests
+    assert summary.server == "triton"
+    assert summary.model_name == "toy-lm"
+    assert summary.output_tokens > 0
+    assert summary.p50_ms > 0
+    assert report.name == "index.html"
+    assert test.test_id in report.read_text()
+    assert len(list(report.parent.glob("*.png"))) == 4
+
+
+def test_a_load_test_against_the_saxml_proxy_records_its_tokens(sandbox: Sandbox):
+    test = LoadTest(test_id=new_test_id(), host=sandbox.saxml_url, server="saxml",
+                    model="/sax/test/toy", users=2, duration_s=3)
+
+    summary = run(test, sandbox.env(), BigQueryMetrics.from_env(), progress=lambda line: None)
+
+    assert summary.server == "saxml"
+    assert summary.errors == 0
+    assert summary.output_tokens == summary.requests * 16
+
+
+def test_a_redelivered_message_adds_no_duplicates_to_the_views(sandbox: Sandbox):
+    test_id = new_test_id()
+    data = json.dumps([record(test_id, i) for i in range(5)]).encode()
+    message_id = publish(json.loads(data))
+    assert wait_for(lambda: unique_rows(test_id) == 5)
+
+    status = sandbox.redeliver("ingest_metrics", message_id, data)
+
+    assert status == 200
+    assert wait_for(lambda: raw_rows(test_id) >= 10 or None, timeout=5) is not None
+    assert unique_rows(test_id) == 5
+    assert BigQueryMetrics.from_env().summary(test_id).requests == 5
+
+
+def test_a_poison_record_is_set_aside_and_its_batch_mates_are_stored(sandbox: Sandbox):
+    test_id = new_test_id()
+    records = [record(test_id, 0), record(test_id, 1, start_time="yesterday"),
+               record(test_id, 2)]
+
+    message_id = publish(records)
+
+    assert wait_for(lambda: unique_rows(test_id) == 2)
+    [rejection] = wait_for(lambda: bigquery.query(
+        PROJECT, f"SELECT * FROM `{PROJECT}.loadtest.rejections` WHERE message_id = @m",
+        {"m": message_id}))
+    assert rejection["record_index"] == 1
+    assert rejection["reason"].startswith("start_time:")
+
+
+def test_bigquery_down_for_a_while_delays_the_rows_but_loses_none(sandbox: Sandbox):
+    test_id = new_test_id()
+    sandbox.stop_component("bigquery")
+    try:
+        publish([record(test_id, i) for i in range(7)])
+        # Deliveries fail while BigQuery is down; Pub/Sub keeps the message.
+        time.sleep(2.0)
+    finally:
+        sandbox.restart("bigquery")
+
+    source = BigQueryMetrics.from_env()
+    assert wait_for_rows(source, test_id, 7, timeout=45).requests == 7
+    assert unique_rows(test_id) == 7

@@ -1,0 +1,119 @@
+"""Load generator options: flags, environment variables and the rules they must follow."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import configargparse
+import pytest
+
+from services.loadgen.settings import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_FLUSH_INTERVAL,
+    DEFAULT_TOPIC,
+    Settings,
+    add_arguments,
+    new_test_id,
+    settings_from,
+)
+from shared.errors import ConfigError
+from shared.metrics.record import MetricRecord
+
+
+def parse(args: list[str], env: dict[str, str] | None = None) -> Any:
+    """Parse as Locust does: ConfigArgParse reads flags, then LOADGEN_* variables."""
+    environ = env or {}
+    parser = configargparse.ArgumentParser()
+    add_arguments(parser, environ=environ)
+    return parser.parse_args(args, env_vars=environ)
+
+
+def settings(*args: str, env: dict[str, str] | None = None) -> Settings:
+    return settings_from(parse(["--model", "toy-lm", "--metrics-project", "p1", *args], env),
+                         new_id=lambda: "generated-id")
+
+
+def test_defaults_give_a_triton_run_with_batched_metrics() -> None:
+    result = settings()
+
+    assert (result.server, result.model, result.metrics_topic) == ("triton", "toy-lm",
+                                                                   DEFAULT_TOPIC)
+    assert (result.metrics_batch_size, result.metrics_flush_interval) == (
+        DEFAULT_BATCH_SIZE, DEFAULT_FLUSH_INTERVAL)
+    assert (result.test_id, result.accelerator, result.bad_request_ratio) == (
+        "generated-id", None, 0.0)
+
+
+def test_every_option_can_come_from_a_loadgen_environment_variable() -> None:
+    env = {"LOADGEN_SERVER": "saxml", "LOADGEN_MODEL": "/sax/test/lm",
+           "LOADGEN_ACCELERATOR": "v5litepod-8", "LOADGEN_TEST_ID": "run-7",
+           "LOADGEN_MAX_TOKENS": "64", "LOADGEN_BAD_REQUEST_RATIO": "0.25",
+           "LOADGEN_METRICS_PROJECT": "proj-a", "LOADGEN_METRICS_TOPIC": "lt-metrics",
+           "LOADGEN_METRICS_BATCH_SIZE": "50", "LOADGEN_METRICS_FLUSH_INTERVAL": "0.5",
+           "LOADGEN_METRICS_PUBLISH_TIMEOUT": "5", "LOADGEN_PROMPTS_FILE": "/p.txt"}
+
+    result = settings_from(parse([], env))
+
+    assert result == Settings(
+        test_id="run-7", server="saxml", model="/sax/test/lm", accelerator="v5litepod-8",
+        max_tokens=64, prompts_file="/p.txt", bad_request_ratio=0.25,
+        metrics_project="proj-a", metrics_topic="lt-metrics", metrics_batch_size=50,
+        metrics_flush_interval=0.5, metrics_publish_timeout=5.0)
+
+
+def test_a_flag_wins_over_its_environment_variable() -> None:
+    result = settings("--metrics-batch-size", "7", env={"LOADGEN_METRICS_BATCH_SIZE": "50"})
+
+    assert result.metrics_batch_size == 7
+
+
+@pytest.mark.parametrize(("env", "project"), [
+    ({"GOOGLE_CLOUD_PROJECT": "gcp-proj", "ACCELOPS_PROJECT": "acc-proj"}, "gcp-proj"),
+    ({"ACCELOPS_PROJECT": "acc-proj"}, "acc-proj"),
+])
+def test_the_metrics_project_defaults_to_the_environments_project(env: dict[str, str],
+                                                                    project: str) -> None:
+    result = settings_from(parse(["--model", "m1"], env))
+
+    assert result.metrics_project == project
+
+
+def test_a_generated_test_id_sorts_by_start_time_and_is_a_valid_record_test_id() -> None:
+    test_id = new_test_id(datetime(2025, 3, 14, 9, 30, tzinfo=UTC))
+
+    assert test_id.startswith("20250314-093000-")
+    assert len(test_id) == len("20250314-093000-") + 6
+    assert new_test_id() != new_test_id()
+    MetricRecord.model_validate({"test_id": test_id, "request_type": "POST",
+                                 "request_name": "/", "response_time": 1.0,
+                                 "start_time": 1.8e9})
+
+
+@pytest.mark.parametrize(("args", "flag"), [
+    (["--test-id", "has space"], "--test-id"),
+    (["--max-tokens", "0"], "--max-tokens"),
+    (["--bad-request-ratio", "1.5"], "--bad-request-ratio"),
+    (["--bad-request-ratio", "nan"], "--bad-request-ratio"),
+    (["--metrics-topic", "x"], "--metrics-topic"),
+    (["--metrics-batch-size", "0"], "--metrics-batch-size"),
+    (["--metrics-flush-interval", "0"], "--metrics-flush-interval"),
+    (["--metrics-publish-timeout", "-1"], "--metrics-publish-timeout"),
+    (["--model", " "], "--model"),
+])
+def test_an_invalid_option_is_refused_with_its_flag_named(args: list[str], flag: str) -> None:
+    with pytest.raises(ConfigError) as raised:
+        settings(*args)
+
+    assert raised.value.field == flag
+    assert str(raised.value).startswith(flag)
+
+
+def test_a_run_without_a_project_for_its_metrics_is_refused() -> None:
+    with pytest.raises(ConfigError, match="--metrics-project"):
+        settings_from(parse(["--model", "m1"], {}))
+
+
+def test_an_unknown_server_is_refused_by_the_parser() -> None:
+    with pytest.raises(SystemExit):
+        parse(["--server", "vllm"])
