@@ -22,7 +22,7 @@ demo: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy shared sandbox functions
+	$(VENV)/bin/mypy shared sandbox functions services
 
 test: lint
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -107,6 +107,11 @@ def provision_pubsub(config_path: Path, project: str, functions: Iterable[Functi
                     "max_delivery_attempts": retry.max_delivery_attempts,
                 },
             )
+            # A subscription kept from an earlier run of this state directory still
+            # points at that run's function port: point it at this one.
+            subscriber.modify_push_config(request={
+                "subscription": subscriber.subscription_path(project, spec.subscription),
+                "push_config": {"push_endpoint": push_endpoints[spec.target]}})
     finally:
         subscriber.close()
         publisher.transport.close()

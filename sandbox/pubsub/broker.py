@@ -237,7 +237,9 @@ class Broker:
         self._cond = threading.Condition(threading.RLock())
         self._topics: dict[str, TopicConfig] = {}
         self._subscriptions: dict[str, _Subscription] = {}
-        self._message_ids = itertools.count(1)
+        # Message ids stay unique across restarts, as Pub/Sub's are: consumers key rows
+        # and objects on them (microseconds since the epoch, then counting up).
+        self._message_ids = itertools.count(time.time_ns() // 1000)
         self._ack_ids = itertools.count(1)
         self._push_log: deque[PushRecord] = deque(maxlen=push_log_size)
         self._listeners: list[Callable[[], None]] = []

@@ -132,3 +132,20 @@ def test_bigquery_down_for_a_while_delays_the_rows_but_loses_none(sandbox: Sandb
     source = BigQueryMetrics.from_env()
     assert wait_for_rows(source, test_id, 7, timeout=45).requests == 7
     assert unique_rows(test_id) == 7
+
+
+def test_a_sandbox_restarted_from_its_state_keeps_delivering_with_fresh_message_ids(
+    tmp_path: Path
+):
+    # Its own sandbox: this test stops and starts one from the same state directory.
+    ids, test_id = [], new_test_id()
+    for i in range(2):
+        restarted = Sandbox(tmp_path / "state", parts={"metrics"}).start(progress=False)
+        try:
+            with restarted.client_env():
+                ids.append(publish([record(test_id, i)]))
+                assert wait_for(lambda n=i + 1: unique_rows(test_id) == n, timeout=30)
+        finally:
+            restarted.stop()
+
+    assert ids[0] != ids[1]
