@@ -46,7 +46,6 @@ WAIT_SECONDS = 30.0
 LIFECYCLE_SECONDS = 120.0  # real seconds; the whole lifecycle takes ~30 s at 120x
 DEMO_SPEED = 120.0
 LOAD_USERS, LOAD_SECONDS = 4, 12
-REPORTS = Path("reports")
 
 
 def _publish(publisher: Any, topic: str, data: bytes) -> str:
@@ -130,7 +129,7 @@ def _table(rows: list[tuple[str, ...]]) -> str:
                      for r in rows)
 
 
-def run_scenario(sandbox: Sandbox) -> dict[str, Any]:
+def run_scenario(sandbox: Sandbox, reports: Path = Path("reports")) -> dict[str, Any]:
     """Play the scenario on a started sandbox; returns what happened (for tests)."""
     from google.cloud import pubsub_v1  # type: ignore[attr-defined,unused-ignore]
 
@@ -197,7 +196,7 @@ def run_scenario(sandbox: Sandbox) -> dict[str, Any]:
         source = BigQueryMetrics.from_env()
         summary = finish(locust, source, progress=lambda line: print(f"  {line}"))
         print(format_summary(summary))
-        report = write_html(source, load.test_id, REPORTS).resolve()
+        report = write_html(source, load.test_id, reports).resolve()
         print(f"  report      {report}")
         return {"jobsets": jobsets, "rejection": attrs, "duplicate_status": status,
                 "rejected_data": bytes(rejection.data), "outcomes": outcomes,
@@ -296,7 +295,7 @@ def main(args: argparse.Namespace) -> int:
             return 1
         try:
             with sandbox.client_env():
-                run_scenario(sandbox)
+                run_scenario(sandbox, Path(args.report_dir))
         except AccelopsError as exc:
             print(f"accelops demo: {exc}\n(logs: {state_dir / 'logs'})")
             return 1

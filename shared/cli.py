@@ -298,6 +298,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="run the demo scenario on a fresh sandbox")
     demo.add_argument("--state-dir", help="sandbox state directory (default: a temporary one)")
+    demo.add_argument("--report-dir", default="reports",
+                      help="where the load test's HTML report goes (default: reports)")
     demo.set_defaults(func=cmd_demo)
     return parser
 
