@@ -14,9 +14,23 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Generic, TypeVar
 
-__all__ = ["ApiHttpServer"]
+__all__ = ["ApiHttpServer", "free_port", "port_open"]
 
 Api = TypeVar("Api")
+
+
+def free_port() -> int:
+    """A loopback TCP port nothing listens on right now (for a server to bind next)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def port_open(port: int, timeout: float = 0.2) -> bool:
+    """Whether something accepts TCP connections on the loopback port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.settimeout(timeout)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 class ApiHttpServer(ThreadingHTTPServer, Generic[Api]):

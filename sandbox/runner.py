@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -26,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sandbox.httpserver import free_port, port_open
 from sandbox.kubeapi.kubeconfig import write_kubeconfig
 from sandbox.topology import (
     ALL_PARTS,
@@ -47,18 +47,6 @@ DEFAULT_STATE_DIR = Path(".sandbox")
 READY_TIMEOUT = 60.0
 # Simulated seconds per real second: a scheduler minute passes every real second.
 DEFAULT_SPEED = 60.0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.settimeout(0.2)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 def _alive(pid: int) -> bool:
@@ -314,7 +302,7 @@ class Sandbox:
             for name in list(pending):
                 component = self.components[name]
                 ports = [component.port, *component.ports.values()]
-                if all(_port_open(port) for port in ports):
+                if all(port_open(port) for port in ports):
                     pending.remove(name)
                 elif not _alive(component.pid) or _exited(component.pid):
                     raise SandboxError(f"{name} exited during start-up; see {component.log}:\n"
@@ -335,7 +323,7 @@ class Sandbox:
         component = self.components[name]
         _terminate(component.pid, timeout)
         deadline = time.monotonic() + timeout
-        while any(_port_open(p) for p in [component.port, *component.ports.values()]) and (
+        while any(port_open(p) for p in [component.port, *component.ports.values()]) and (
                 time.monotonic() < deadline):
             time.sleep(0.05)
 
@@ -367,7 +355,7 @@ class Sandbox:
     def status(self) -> list[tuple[str, int, bool, str]]:
         rows = []
         for name, component in self.components.items():
-            up = _alive(component.pid) and _port_open(component.port)
+            up = _alive(component.pid) and port_open(component.port)
             rows.append((name, component.pid, up, f"127.0.0.1:{component.port}"))
         return rows
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import socket
 import subprocess
 import sys
 import time
@@ -12,16 +11,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from sandbox.httpserver import free_port, port_open
 from shared import bigquery
 from shared.config import MetricsConfig
 
 PROJECT = "accelops-test"
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @dataclass
@@ -33,20 +27,16 @@ class Emulator:
 @contextlib.contextmanager
 def bigquery_emulator(log: Path) -> Iterator[Emulator]:
     """Start an in-memory bqemulator; stop it when the block ends."""
-    port = _free_port()
+    port = free_port()
     binary = Path(sys.executable).parent / "bqemulator"
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [str(binary), "start", "--rest-port", str(port), "--grpc-port", str(_free_port()),
+            [str(binary), "start", "--rest-port", str(port), "--grpc-port", str(free_port()),
              "--project", PROJECT, "--ephemeral", "--log-level", "warning"],
             stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60
-        while True:
-            with socket.socket() as sock:
-                sock.settimeout(0.2)
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
+        while not port_open(port):
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"bqemulator did not start:\n{log.read_text()[-2000:]}")
             time.sleep(0.1)

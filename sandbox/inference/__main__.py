@@ -48,6 +48,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
+from sandbox.httpserver import free_port
 from sandbox.inference.saxml import SaxmlApi, SaxmlHttpServer
 from sandbox.inference.triton import DEFAULT_MAX_BATCH_SIZE, MODEL_NAME_PATTERN, ToyLmTriton
 
@@ -99,12 +100,6 @@ class _Signals:
             # Only once: a second signal must not interrupt the cleanup.
             self._starting = False
             raise _StartupInterrupted
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _port_in_use(port: int) -> bool:
@@ -203,8 +198,8 @@ def main(argv: list[str] | None = None) -> int:
     signals = _Signals()
     signals.install()
 
-    http_port = args.triton_http_port or _free_port()
-    grpc_port = args.triton_grpc_port or _free_port()
+    http_port = args.triton_http_port or free_port()
+    grpc_port = args.triton_grpc_port or free_port()
     for flag, port in (("--triton-http-port", http_port), ("--triton-grpc-port", grpc_port)):
         if _port_in_use(port):
             print(f"sandbox.inference: {flag} {port} is in use", file=sys.stderr, flush=True)

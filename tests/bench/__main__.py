@@ -28,9 +28,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+from sandbox.httpserver import free_port
 from sandbox.kubeapi import start_kube_api
 from sandbox.pubsub import start_pubsub
-from sandbox.runner import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 RESULTS = REPO / "bench-results"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import queue
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 import requests
 
+from sandbox.httpserver import free_port, port_open
 from sandbox.inference import toy_lm
 
 pytestmark = pytest.mark.e2e
@@ -26,23 +26,15 @@ MODEL = "toy-lm"
 STARTUP_TIMEOUT = 60.0
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _accepts(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.settimeout(0.5)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
+    return port_open(port, timeout=0.5)
 
 
 class InferenceProcess:
     """The target process on ports chosen here, as a supervisor would run it."""
 
     def __init__(self) -> None:
-        self.triton_port, self.saxml_port = _free_port(), _free_port()
+        self.triton_port, self.saxml_port = free_port(), free_port()
         env = {**os.environ, "PYTHONUNBUFFERED": "1",
                "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
                                                             os.environ.get("PYTHONPATH")]))}

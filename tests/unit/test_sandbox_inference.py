@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import socket
 import urllib.request
 from typing import Any
 
 import numpy as np
 import pytest
 
+from sandbox.httpserver import port_open
 from sandbox.inference import toy_lm
 from sandbox.inference.saxml import BadRequestError, SaxmlApi, SaxmlHttpServer, parse_generate
 from sandbox.inference.triton import infer_requests, prepare_stub_environment
@@ -86,9 +86,7 @@ def test_malformed_generate_bodies_are_rejected(body: bytes):
 
 # ------------------------------------------------------------------- saxml server
 def _connects(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.settimeout(1)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
+    return port_open(port, timeout=1)
 
 
 def test_the_saxml_port_refuses_connections_until_listen_is_called():
