@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import hashlib
 import os
-import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from shared.clients import ClientCache
 from shared.errors import NotFoundError, TransientError, UnavailableError
 
 __all__ = [
@@ -42,9 +42,7 @@ INSERT_DEADLINE = 20.0
 QUERY_DEADLINE = 60.0
 SQL_LABEL = "accelops-sql"
 
-_client: Any = None
-_client_key: tuple[str | None, str | None] | None = None
-_lock = threading.Lock()
+_clients: ClientCache[Any] = ClientCache()
 
 
 class InsertError(TransientError):
@@ -63,31 +61,26 @@ class Field:
 
 def client(project: str) -> Any:
     """The process's BigQuery client for ``project`` (created once, reused)."""
-    global _client, _client_key
     endpoint = os.environ.get(EMULATOR_ENV) or None
-    key = (project, endpoint)
-    with _lock:
-        if _client is None or _client_key != key:
-            from google.cloud import bigquery
 
-            if endpoint:
-                from google.api_core.client_options import ClientOptions
-                from google.auth.credentials import AnonymousCredentials
+    def build() -> Any:
+        from google.cloud import bigquery
 
-                _client = bigquery.Client(
-                    project=project, credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
-                    client_options=ClientOptions(api_endpoint=endpoint))
-            else:
-                _client = bigquery.Client(project=project)
-            _client_key = key
-        return _client
+        if endpoint:
+            from google.api_core.client_options import ClientOptions
+            from google.auth.credentials import AnonymousCredentials
+
+            return bigquery.Client(
+                project=project, credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
+                client_options=ClientOptions(api_endpoint=endpoint))
+        return bigquery.Client(project=project)
+
+    return _clients.get((project, endpoint), build)
 
 
 def reset_client() -> None:
     """Forget the cached client (tests that switch endpoints)."""
-    global _client, _client_key
-    with _lock:
-        _client, _client_key = None, None
+    _clients.reset()
 
 
 def _retry(deadline: float) -> Any:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from shared.clients import ClientCache
 from shared.config import Settings
 from shared.errors import (
     ConflictError,
@@ -76,31 +77,27 @@ class TokenSource:
             return str(creds.token)
 
 
-_container: Any = None
-_container_key: str | None = None
-_lock = threading.Lock()
+_containers: ClientCache[Any] = ClientCache()
 
 
 def container_client(settings: Settings) -> Any:
     """The process-wide ClusterManagerClient (gRPC, or REST for a local endpoint)."""
-    global _container, _container_key
-    with _lock:
-        if _container is None or _container_key != settings.gke_endpoint:
-            from google.cloud import container_v1
 
-            if settings.gke_endpoint:
-                from google.api_core.client_options import ClientOptions
-                from google.auth.credentials import AnonymousCredentials
+    def build() -> Any:
+        from google.cloud import container_v1
 
-                _container = container_v1.ClusterManagerClient(
-                    transport="rest",
-                    credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
-                    client_options=ClientOptions(api_endpoint=settings.gke_endpoint),
-                )
-            else:
-                _container = container_v1.ClusterManagerClient()
-            _container_key = settings.gke_endpoint
-        return _container
+        if settings.gke_endpoint:
+            from google.api_core.client_options import ClientOptions
+            from google.auth.credentials import AnonymousCredentials
+
+            return container_v1.ClusterManagerClient(
+                transport="rest",
+                credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
+                client_options=ClientOptions(api_endpoint=settings.gke_endpoint),
+            )
+        return container_v1.ClusterManagerClient()
+
+    return _containers.get(settings.gke_endpoint, build)
 
 
 def _rpc_status(exc: Exception) -> str:

@@ -21,13 +21,13 @@ import builtins
 import contextlib
 import email.utils
 import json
-import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from shared.clients import ClientCache
 from shared.config import Settings
 from shared.errors import (
     AccelopsError,
@@ -218,29 +218,20 @@ def _translated(what: str) -> Iterator[None]:
 
 # --- building the client -------------------------------------------------------------
 
-_client: KubeClient | None = None
-_client_key: tuple[str | None, ...] | None = None
-_lock = threading.Lock()
+_clients: ClientCache[KubeClient] = ClientCache()
 
 
 def get_client(settings: Settings | None = None) -> KubeClient:
     """The process-wide client for the cluster the settings name (built once)."""
-    global _client, _client_key
     settings = settings or Settings.from_env()
     key = (settings.kubeconfig, settings.project, settings.location, settings.cluster,
            settings.gke_endpoint)
-    with _lock:
-        if _client is None or key != _client_key:
-            _client = KubeClient(_build_api_client(settings))
-            _client_key = key
-        return _client
+    return _clients.get(key, lambda: KubeClient(_build_api_client(settings)))
 
 
 def reset_client() -> None:
     """Forget the cached client (tests that switch clusters)."""
-    global _client, _client_key
-    with _lock:
-        _client, _client_key = None, None
+    _clients.reset()
 
 
 def _build_api_client(settings: Settings) -> Any:

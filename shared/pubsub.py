@@ -12,9 +12,9 @@ caller that gave up and published again could store the message twice.
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
+from shared.clients import ClientCache
 from shared.errors import (
     ConfigError,
     NotFoundError,
@@ -29,8 +29,7 @@ PUBLISH_TIMEOUT = 30.0
 # Pub/Sub limits attribute values to 1024 bytes.
 ATTRIBUTE_MAX_BYTES = 1024
 
-_publisher: Any = None
-_lock = threading.Lock()
+_publishers: ClientCache[Any] = ClientCache()
 
 
 def topic_path(project: str, topic: str) -> str:
@@ -38,16 +37,16 @@ def topic_path(project: str, topic: str) -> str:
 
 
 def _client() -> Any:
-    global _publisher
-    with _lock:
-        if _publisher is None:
-            from google.cloud import pubsub_v1  # type: ignore[attr-defined]
+    def build() -> Any:
+        from google.cloud import pubsub_v1  # type: ignore[attr-defined]
 
-            # One message per call, awaited at once: batching would only add its
-            # default 10 ms of latency to every invocation.
-            _publisher = pubsub_v1.PublisherClient(
-                batch_settings=pubsub_v1.types.BatchSettings(max_messages=1))
-        return _publisher
+        # One message per call, awaited at once: batching would only add its
+        # default 10 ms of latency to every invocation.
+        return pubsub_v1.PublisherClient(
+            batch_settings=pubsub_v1.types.BatchSettings(max_messages=1))
+
+    # The client finds PUBSUB_EMULATOR_HOST itself, when it is created.
+    return _publishers.get(None, build)
 
 
 def warm_up() -> None:
@@ -67,9 +66,7 @@ def warm_up() -> None:
 
 def reset_client() -> None:
     """Forget the cached publisher (tests that switch endpoints)."""
-    global _publisher
-    with _lock:
-        _publisher = None
+    _publishers.reset()
 
 
 def _clip(value: str) -> str:

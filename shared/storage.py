@@ -8,15 +8,14 @@ library itself supports.
 from __future__ import annotations
 
 import os
-import threading
 from typing import Any
 
+from shared.clients import ClientCache
 from shared.errors import ConfigError, NotFoundError, PermanentError, UnavailableError
 
 __all__ = ["parse_gs_uri", "read_text", "reset_client"]
 
-_client: Any = None
-_lock = threading.Lock()
+_clients: ClientCache[Any] = ClientCache()
 
 
 def parse_gs_uri(uri: str) -> tuple[str, str]:
@@ -31,27 +30,23 @@ def parse_gs_uri(uri: str) -> tuple[str, str]:
 
 def reset_client() -> None:
     """Forget the cached client (tests that switch endpoints)."""
-    global _client
-    with _lock:
-        _client = None
+    _clients.reset()
 
 
 def _storage_client() -> Any:
-    global _client
-    with _lock:
-        if _client is None:
-            from google.cloud import storage  # type: ignore[attr-defined]
+    def build() -> Any:
+        from google.cloud import storage  # type: ignore[attr-defined]
 
-            if os.environ.get("STORAGE_EMULATOR_HOST"):
-                from google.auth.credentials import AnonymousCredentials
+        if os.environ.get("STORAGE_EMULATOR_HOST"):
+            from google.auth.credentials import AnonymousCredentials
 
-                _client = storage.Client(
-                    project=os.environ.get("ACCELOPS_PROJECT", "local"),
-                    credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
-                )
-            else:
-                _client = storage.Client()
-        return _client
+            return storage.Client(
+                project=os.environ.get("ACCELOPS_PROJECT", "local"),
+                credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
+            )
+        return storage.Client()
+
+    return _clients.get(None, build)
 
 
 def read_text(uri: str) -> str:
