@@ -213,14 +213,12 @@ def run(test: LoadTest, env: dict[str, str], source: MetricsSource,
 
 
 def main(args: argparse.Namespace) -> int:
-    from sandbox.runner import DEFAULT_STATE_DIR, session
+    from sandbox.runner import session, state_dir_from
     from shared.metrics.views import BigQueryMetrics
 
-    state_dir = Path(args.state_dir or os.environ.get("ACCELOPS_SANDBOX_DIR")
-                     or DEFAULT_STATE_DIR)
     test_id = args.test_id or new_test_id()
     model = args.model or DEFAULT_MODELS[args.server]
-    with session(state_dir, {"metrics"}) as sandbox, sandbox.client_env():
+    with session(state_dir_from(args.state_dir), {"metrics"}) as sandbox, sandbox.client_env():
         host = args.host or (sandbox.triton_url if args.server == "triton"
                              else sandbox.saxml_url)
         test = LoadTest(test_id=test_id, host=host, server=args.server, users=args.users,

@@ -39,7 +39,7 @@ from sandbox.topology import (
 )
 from shared.errors import AccelopsError
 
-__all__ = ["Sandbox", "SandboxError", "main", "session"]
+__all__ = ["Sandbox", "SandboxError", "main", "session", "state_dir_from"]
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "config.yaml"
@@ -453,8 +453,14 @@ def _tail(path: str, lines: int = 20) -> str:
 
 # -- the command -------------------------------------------------------------------------
 
+def state_dir_from(option: str | None) -> Path:
+    """The sandbox directory a command means: its --state-dir, else
+    ``$ACCELOPS_SANDBOX_DIR``, else ``.sandbox``."""
+    return Path(option or os.environ.get("ACCELOPS_SANDBOX_DIR") or DEFAULT_STATE_DIR)
+
+
 def main(args: argparse.Namespace) -> int:
-    state_dir = Path(args.state_dir or os.environ.get("ACCELOPS_SANDBOX_DIR") or DEFAULT_STATE_DIR)
+    state_dir = state_dir_from(args.state_dir)
     try:
         if args.action == "up":
             sandbox = Sandbox(state_dir, speed=args.speed).start()

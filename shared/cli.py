@@ -172,23 +172,21 @@ def _local_metrics() -> bool:
 
 def cmd_report(args: argparse.Namespace) -> int:
     import contextlib
-    import os
 
-    from sandbox.loadtest import format_summary, write_html
+    from sandbox.loadtest import format_summary
+    from shared.metrics.report import build_report, report_dir_name, save_report
     from shared.metrics.views import BigQueryMetrics
 
     with contextlib.ExitStack() as stack:
         if _local_metrics():
-            from sandbox.runner import DEFAULT_STATE_DIR, session
+            from sandbox.runner import session, state_dir_from
 
-            state_dir = Path(args.state_dir or os.environ.get("ACCELOPS_SANDBOX_DIR")
-                             or DEFAULT_STATE_DIR)
-            sandbox = stack.enter_context(session(state_dir, {"reports"}))
+            sandbox = stack.enter_context(session(state_dir_from(args.state_dir), {"reports"}))
             stack.enter_context(sandbox.client_env())
-        source = BigQueryMetrics.from_env()
-        for test_id in filter(None, (args.test_id, args.compare)):
-            print(format_summary(source.summary(test_id)))
-        path = write_html(source, args.test_id, Path(args.out), compare=args.compare)
+        report = build_report(BigQueryMetrics.from_env(), args.test_id, args.compare)
+    for summary in filter(None, (report.test, report.other)):
+        print(format_summary(summary))
+    path = save_report(report, Path(args.out) / report_dir_name(args.test_id, args.compare))
     print(f"report: {path}")
     print(f"charts: {', '.join(sorted(p.name for p in path.parent.glob('*.png')))}")
     return 0

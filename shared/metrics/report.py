@@ -35,6 +35,7 @@ __all__ = [
     "render_html",
     "render_index_html",
     "report_dir_name",
+    "save_report",
     "write_report",
 ]
 
@@ -131,7 +132,14 @@ def write_report(source: MetricsSource, test_id: str, out_dir: Path,
         TransientError: the source is unreachable.
         OSError: the directory or a file cannot be written.
     """
-    report = build_report(source, test_id, compare)
+    return save_report(build_report(source, test_id, compare), out_dir)
+
+
+def save_report(report: Report, out_dir: Path) -> Path:
+    """Write an already built report as :func:`write_report` does; return the index path.
+
+    Raises OSError when the directory or a file cannot be written.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     for name in CHART_NAMES:
         (out_dir / f"{name}.png").write_bytes(chart_png(report, name))

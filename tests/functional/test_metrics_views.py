@@ -108,3 +108,32 @@ def test_the_minute_series_of_a_short_run_is_one_bucket(two_runs):
     assert point.qps == pytest.approx(200 / 60)
     assert point.offset_s == 0.0
     assert point.bucket == datetime(2026, 11, 21, 10, 0, tzinfo=UTC) + timedelta(0)
+
+
+def test_accelops_report_prints_both_summaries_and_writes_the_compared_report(
+    two_runs, tmp_path, capsys
+):
+    from shared.cli import main
+
+    code = main(["report", "run-b", "--compare", "run-a", "--out", str(tmp_path)])
+
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "requests    300" in out
+    assert "requests    200" in out
+    index = tmp_path / "run-b-vs-run-a" / "index.html"
+    assert f"report: {index}" in out
+    assert "charts: errors.png, latency.png, throughput.png, tokens.png" in out
+    assert index.exists()
+
+
+def test_accelops_report_on_an_unknown_test_says_so_and_writes_nothing(two_runs, tmp_path,
+                                                                        capsys):
+    from shared.cli import main
+
+    out_dir = tmp_path / "reports"
+    code = main(["report", "never-ran", "--out", str(out_dir)])
+
+    assert code == 1
+    assert "no load test 'never-ran'" in capsys.readouterr().err
+    assert not out_dir.exists()
