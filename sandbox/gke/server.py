@@ -34,7 +34,6 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -44,7 +43,7 @@ from sandbox.gke.errors import GkeError, JsonObject
 from sandbox.gke.faults import MUTATING, FaultInjector
 from sandbox.gke.state import Cluster, GkeState, rfc3339
 from sandbox.gke.wire import decode_request, encode_response, wants_int_enums
-from sandbox.httpserver import ApiHttpServer
+from sandbox.httpserver import ApiHttpServer, ApiRequestHandler
 from sandbox.statefile import load_state, save_state
 
 __all__ = ["GkeApiServer", "RequestLog", "RequestRecord"]
@@ -188,9 +187,7 @@ class _HttpServer(ApiHttpServer["GkeApiServer"]):
         super().__init__(address, api, _RequestHandler)
 
 
-class _RequestHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    disable_nagle_algorithm = True  # no 40 ms delayed-ACK stalls on keep-alive
+class _RequestHandler(ApiRequestHandler):
     server: _HttpServer
     server_version = "sandbox-gke"
 
@@ -214,17 +211,7 @@ class _RequestHandler(BaseHTTPRequestHandler):
             split = urlsplit(self.path)
             code, payload = self.server.api.dispatch(
                 method, unquote(split.path), parse_qs(split.query), body)
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json; charset=UTF-8")
-        self.send_header("Content-Length", str(len(payload)))
-        if self.server.stopping:
-            self.send_header("Connection", "close")
-            self.close_connection = True
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s " + format, self.address_string(), *args)
+        self.send_body(code, payload, "application/json; charset=UTF-8")
 
 
 class GkeApiServer:

@@ -36,20 +36,17 @@ are refused until the caller says the whole service is ready.
 from __future__ import annotations
 
 import json
-import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from sandbox.httpserver import ApiHttpServer
+from sandbox.httpserver import ApiHttpServer, ApiRequestHandler
 from sandbox.inference import toy_lm
 
 __all__ = ["BadRequestError", "GenerateRequest", "SaxmlApi", "SaxmlHttpServer",
            "parse_generate"]
 
-log = logging.getLogger(__name__)
 
 BANNER = {"message": "HTTP Server for SAX Client"}
 _MAX_BODY = 1 << 20
@@ -148,12 +145,7 @@ class SaxmlHttpServer(ApiHttpServer[SaxmlApi]):
         return f"http://127.0.0.1:{self.port}"
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # Headers and body leave in one segment, without Nagle: otherwise every
-    # keep-alive request stalls ~40 ms on the client's delayed ACK.
-    disable_nagle_algorithm = True
-    wbufsize = 64 * 1024
+class _Handler(ApiRequestHandler):
     server: SaxmlHttpServer
     server_version = "sandbox-saxml-http"
 
@@ -192,15 +184,4 @@ class _Handler(BaseHTTPRequestHandler):
         return self.rfile.read(length) if length else b""
 
     def _reply(self, code: int, body: object) -> None:
-        payload = json.dumps(body).encode("utf-8")
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(payload)))
-        if self.server.stopping or self.close_connection:
-            self.send_header("Connection", "close")
-            self.close_connection = True
-        self.end_headers()
-        self.wfile.write(payload)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s " + format, self.address_string(), *args)
+        self.send_body(code, json.dumps(body).encode("utf-8"), "application/json")

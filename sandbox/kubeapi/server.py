@@ -20,12 +20,10 @@ import email.utils
 import json
 import logging
 import os
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
-from sandbox.httpserver import ApiHttpServer
+from sandbox.httpserver import ApiHttpServer, ApiRequestHandler
 from sandbox.kubeapi.errors import ApiError, status_body
 from sandbox.kubeapi.faults import FaultInjector
 from sandbox.kubeapi.kubeconfig import DEFAULT_CONTEXT, write_kubeconfig
@@ -44,12 +42,7 @@ class _HttpServer(ApiHttpServer["KubeApiServer"]):
         super().__init__(address, api, _Handler)
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    # Headers and body leave in one segment, without Nagle: otherwise every
-    # keep-alive request stalls ~40 ms on the client's delayed ACK.
-    disable_nagle_algorithm = True
-    wbufsize = 64 * 1024
+class _Handler(ApiRequestHandler):
     server: _HttpServer
     server_version = "sandbox-kube-apiserver"
 
@@ -90,16 +83,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             payload = json.dumps(response.body).encode("utf-8")
             content_type = "application/json"
-        self.send_response(response.code)
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(payload)))
-        for name, value in response.headers.items():
-            self.send_header(name, value)
-        if self.server.stopping:
-            self.send_header("Connection", "close")
-            self.close_connection = True
-        self.end_headers()
-        self.wfile.write(payload)
+        self.send_body(response.code, payload, content_type, response.headers)
 
     def date_time_string(self, timestamp: float | None = None) -> str:
         """The Date header from the store's clock, as a real API server sends its own
@@ -109,9 +93,6 @@ class _Handler(BaseHTTPRequestHandler):
             moment = self.server.api.store.clock()
             timestamp = moment if isinstance(moment, (int, float)) else moment.timestamp()
         return email.utils.formatdate(timestamp, usegmt=True)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        log.debug("%s " + format, self.address_string(), *args)
 
 
 class KubeApiServer:
