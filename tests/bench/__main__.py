@@ -31,9 +31,8 @@ from typing import Any
 from sandbox.httpserver import free_port
 from sandbox.kubeapi import start_kube_api
 from sandbox.pubsub import start_pubsub
+from tests.bench.results import REPO, write_results
 
-REPO = Path(__file__).resolve().parents[2]
-RESULTS = REPO / "bench-results"
 CONFIG = REPO / "tests" / "data" / "config.yaml"
 PROJECT = "accelops-bench"
 SAMPLES = int(os.environ.get("BENCH_SAMPLES", "7"))
@@ -151,7 +150,6 @@ def measure_throughput(url: str, valid: bool, count: int) -> dict[str, float]:
 
 
 def main() -> int:
-    RESULTS.mkdir(exist_ok=True)
     results: dict[str, Any] = {"samples": SAMPLES, "machine_cores": os.cpu_count()}
 
     print(f"import cost of entry-point modules (median of {SAMPLES} fresh interpreters, "
@@ -228,9 +226,7 @@ def main() -> int:
             kube.stop()
             pubsub.stop()
 
-    out = RESULTS / "submit.json"
-    out.write_text(json.dumps(results, indent=2))
-    print(f"\nwritten to {out.relative_to(REPO)}")
+    write_results("submit", results)
     return 0
 
 

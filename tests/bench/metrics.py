@@ -27,8 +27,8 @@ from typing import Any
 
 import functions_framework
 
-REPO = Path(__file__).resolve().parents[2]
-RESULTS = REPO / "bench-results"
+from tests.bench.results import REPO, write_results
+
 ROWS = int(os.environ.get("BENCH_METRICS_ROWS", "10000"))
 NAIVE_ROWS = int(os.environ.get("BENCH_METRICS_NAIVE_ROWS", "2000"))
 PER_MESSAGE = 500  # the load generator's default batch
@@ -164,10 +164,7 @@ def main() -> int:
               f"{r['inserts_per_10k_rows']:>8} inserts per 10k rows")
     print(f"  goals: >= 20000 rows/s per core -> {results['met']['rows_per_s_per_core']}; "
           f"<= 20 inserts per 10k rows -> {results['met']['inserts_per_10k_rows']}")
-    RESULTS.mkdir(exist_ok=True)
-    out = RESULTS / "metrics.json"
-    out.write_text(json.dumps(results, indent=2))
-    print(f"wrote {out}")
+    write_results("metrics", results)
     return 0
 
 

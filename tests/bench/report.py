@@ -21,14 +21,12 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import Literal
 
 from shared.metrics.model import SeriesPoint, TestSummary
+from tests.bench.results import REPO, write_results
 from tests.fake_metrics import make_series, make_summary
 
-REPO = Path(__file__).resolve().parents[2]
-RESULTS = REPO / "bench-results"
 SAMPLES = int(os.environ.get("BENCH_SAMPLES", "7"))
 POINTS = 600
 
@@ -121,8 +119,7 @@ def main() -> None:
             statistics.median(_pyplot_once() for _ in range(SAMPLES)), 1),
     }
     print(json.dumps(figures, indent=2))
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "report.json").write_text(json.dumps(figures, indent=2) + "\n")
+    write_results("report", figures)
 
 
 if __name__ == "__main__":

@@ -32,9 +32,8 @@ from shared.config import Settings
 from shared.names import pool_name
 from shared.slices.labels import pool_labels
 from shared.slices.reconcile import reconcile
+from tests.bench.results import REPO, write_results
 
-REPO = Path(__file__).resolve().parents[2]
-RESULTS = REPO / "bench-results"
 CONFIG = REPO / "tests" / "data" / "config.yaml"
 SIZES = [int(n) for n in os.environ.get("BENCH_SLICE_SIZES", "1,10,100,1000").split(",")]
 PROJECT, LOCATION, CLUSTER = "bench", "us-central2-b", "tpu"
@@ -162,7 +161,6 @@ def measure_lifecycle(requests: list[tuple[str, int, int]]) -> dict[str, Any]:
 
 
 def main() -> int:
-    RESULTS.mkdir(exist_ok=True)
     results: dict[str, Any] = {"scale": {}}
     print("reconcile cost (one run, in process, sandbox Kubernetes and GKE APIs over sockets)")
     print(f"  {'JobSets':>7}  {'state':<13} {'accelops':>10} {'calls':>6}   "
@@ -196,9 +194,7 @@ def main() -> int:
               f"max {max(idle):.0f}s  {idle}")
         print("    goal idle <= reconcile interval 60s + grace 120s = 180s: "
               f"{'met' if max(idle) <= 180 else 'not met'}")
-    out = RESULTS / "slices.json"
-    out.write_text(json.dumps(results, indent=2))
-    print(f"\nwritten to {out.relative_to(REPO)}")
+    write_results("slices", results)
     return 0
 
 
