@@ -13,10 +13,15 @@ from typing import TYPE_CHECKING
 
 import functions_framework
 
+from shared.entry_errors import install
+
 if TYPE_CHECKING:
     from cloudevents.http import CloudEvent
 
 __all__ = ["ingest_metrics", "reconcile_slices", "submit_job"]
+
+# A request that cannot be read as an event answers 400 with its reason, not 500.
+install(functions_framework.errorhandler, functions_framework.crash_handler, __name__)
 
 
 @functions_framework.cloud_event

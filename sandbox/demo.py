@@ -104,7 +104,7 @@ def _outcomes(sandbox: Sandbox) -> list[tuple[str, str]]:
             continue
         entry = json.loads(line)
         text = str(entry.get("message", ""))
-        outcome = ("created" if text == "JobSet applied" else
+        outcome = ("created" if text == "JobSet created" else
                    "duplicate, nothing created" if text.startswith("duplicate") else
                    "rejected" if text.startswith("job request rejected") else
                    "failed, will be retried" if text.startswith("will retry") else None)

@@ -13,27 +13,32 @@ import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shared.errors import AccelopsError, PermanentError
+
+if TYPE_CHECKING:
+    from shared.jobs.request import JobRequest
 
 __all__ = ["main"]
 
 
-def _read_request(path: str) -> tuple[bytes, Any]:
-    """The file's bytes and its JSON, or PermanentError saying what is wrong."""
+def _read_request(path: str, *, validate: bool = True) -> tuple[bytes, JobRequest | None]:
+    """The file's bytes and the job request in it, checked exactly as ``submit_job``
+    checks a message; PermanentError saying what is wrong."""
+    from shared.jobs.request import read_job_request
+
     try:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise PermanentError(f"cannot read {path}: {exc.strerror}") from exc
+    if not validate:
+        return data, None
     try:
-        return data, json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise PermanentError(f"{path} is not UTF-8 text") from exc
-    except json.JSONDecodeError as exc:
-        raise PermanentError(
-            f"{path} is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
-        ) from exc
+        return data, read_job_request(data)
+    except PermanentError as exc:
+        raise PermanentError(f"{path}: {exc.message}", field=exc.field,
+                             rule=exc.rule) from exc
 
 
 def _config(args: argparse.Namespace) -> Any:
@@ -71,10 +76,9 @@ def cmd_jobs_render(args: argparse.Namespace) -> int:
 
     from shared.jobs.policy import check_policy
     from shared.jobs.render import render_jobset
-    from shared.jobs.request import parse_job_request
 
-    _, raw = _read_request(args.file)
-    request = parse_job_request(raw)
+    _, request = _read_request(args.file)
+    assert request is not None
     admission = check_policy(request, _config(args))
     request_id = request.request_id or args.request_id
     print(yaml.safe_dump(render_jobset(admission, request_id), sort_keys=False), end="")
@@ -86,11 +90,9 @@ def cmd_jobs_submit(args: argparse.Namespace) -> int:
 
     from shared import pubsub
     from shared.config import Settings
-    from shared.jobs.request import parse_job_request
 
-    data, raw = _read_request(args.file)
-    if not args.no_validate:
-        parse_job_request(raw)  # fail here, not in a rejection record, on obvious mistakes
+    # Fail here, not in a rejection record, on obvious mistakes.
+    data, _ = _read_request(args.file, validate=not args.no_validate)
     project = args.project or Settings.from_env().project
     if not project:
         raise PermanentError("no project: pass --project or set ACCELOPS_PROJECT")

@@ -174,18 +174,29 @@ class AccelopsConfig(BaseModel):
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
 
 
+# Errors listed in one message; the rest are counted (a request with hundreds of
+# unknown fields would otherwise make a message of hundreds of lines).
+MAX_LISTED_ERRORS = 10
+
+
 def format_validation_error(exc: ValidationError, prefix: str = "") -> tuple[str, str, str]:
-    """(message, field, rule) for a pydantic error, naming every bad key by its dotted path."""
+    """(message, field, rule) for a pydantic error, naming the bad keys by their dotted
+    paths (the first MAX_LISTED_ERRORS of them, then how many more there are)."""
     parts: list[str] = []
     first_field, first_rule = "", ""
-    for error in exc.errors(include_url=False):
+    errors = exc.errors(include_url=False, include_input=False, include_context=False)
+    for error in errors[:MAX_LISTED_ERRORS]:
         field = ".".join(str(p) for p in (prefix, *error["loc"]) if p != "")
         rule = error["msg"]
+        if error["type"] == "value_error":
+            rule = rule.removeprefix("Value error, ")
         if error["type"] == "extra_forbidden":
             rule = "unknown field (not allowed)"
         parts.append(f"{field or '<root>'}: {rule}")
         if not first_field:
             first_field, first_rule = field or "<root>", rule
+    if len(errors) > MAX_LISTED_ERRORS:
+        parts.append(f"and {len(errors) - MAX_LISTED_ERRORS} more")
     return "; ".join(parts), first_field, first_rule
 
 

@@ -13,8 +13,11 @@ from __future__ import annotations
 
 __all__ = [
     "AccelopsError",
+    "AlreadyExistsError",
     "ConfigError",
     "ConflictError",
+    "InvalidEventError",
+    "MissingTargetError",
     "NotFoundError",
     "OperationInProgressError",
     "PermanentError",
@@ -52,6 +55,13 @@ class PermanentError(AccelopsError):
     retry = False
 
 
+class InvalidEventError(PermanentError):
+    """The request is not an event of the kind the function serves (not a Pub/Sub
+    envelope, say): its sender is misconfigured. Answered 400, which a push sender
+    retries and then dead-letters, so nothing is acknowledged unread; Pub/Sub itself
+    never sends one."""
+
+
 class TransientError(AccelopsError):
     """A failure that may pass (5xx, 429, timeouts, busy resources): retry later."""
 
@@ -68,6 +78,16 @@ class NotFoundError(PermanentError):
 
 class ConflictError(PermanentError):
     """The object exists already, or exists with other content."""
+
+
+class AlreadyExistsError(ConflictError):
+    """A create found an object of that name."""
+
+
+class MissingTargetError(TransientError):
+    """A write addressed a namespace or resource type that does not exist: the cluster
+    is not set up as the deployment expects. Retried until that is fixed; never blamed
+    on the input that caused the write."""
 
 
 class UnavailableError(TransientError):

@@ -4,7 +4,9 @@ Parse the CloudEvent into a :class:`PubSubMessage`, run one core function with t
 event id bound to every log line, and map the outcome onto the platform's
 semantics: return → 2xx (ack); :class:`TransientError` (or anything unexpected)
 propagates → 5xx (Pub/Sub retries with backoff, then dead-letters);
-:class:`PermanentError` → logged with its reason and acknowledged.
+:class:`PermanentError` → logged with its reason and acknowledged. An event that is
+not a Pub/Sub message at all raises :class:`InvalidEventError`, which the entry
+points answer with 400 (see ``functions/errors.py``).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from shared.errors import PermanentError, TransientError
+from shared.errors import InvalidEventError, PermanentError, TransientError
 from shared.events import PubSubMessage, parse_pubsub_event
 from shared.log import bind_event, configure, get_logger
 
@@ -30,9 +32,9 @@ def handle_pubsub(cloud_event: Any, core: Callable[[PubSubMessage], T],
     with bind_event(event_id=event_id, function=function):
         try:
             message = parse_pubsub_event(event_id, cloud_event.data)
-        except PermanentError as exc:
+        except InvalidEventError as exc:
             log.error(f"event is not a Pub/Sub message: {exc.message}", **exc.as_fields())
-            return None
+            raise
         with bind_event(message_id=message.message_id,
                         delivery_attempt=message.delivery_attempt):
             try:

@@ -12,7 +12,8 @@ client's own request machinery (auth, TLS, serialisation). Every client error is
 translated here into a domain error: 404 → NotFoundError, 409 → ConflictError,
 400/422 → PermanentError, 429 → RateLimitedError, 401/403/5xx and connection
 failures → TransientError, so business code decides ack or retry without knowing
-the client.
+the client. Writes say more: a create's 409 is AlreadyExistsError, and a 404 on a
+create or apply is MissingTargetError (transient: the namespace or CRD is missing).
 """
 
 from __future__ import annotations
@@ -31,7 +32,9 @@ from shared.clients import ClientCache
 from shared.config import Settings
 from shared.errors import (
     AccelopsError,
+    AlreadyExistsError,
     ConflictError,
+    MissingTargetError,
     NotFoundError,
     PermanentError,
     RateLimitedError,
@@ -42,6 +45,7 @@ from shared.log import get_logger
 
 __all__ = [
     "JOBSETS",
+    "LEASES",
     "NAMESPACES",
     "NODES",
     "PODS",
@@ -84,6 +88,7 @@ JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets")
 NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
 PODS = Resource("", "v1", "pods")
 NODES = Resource("", "v1", "nodes", namespaced=False)
+LEASES = Resource("coordination.k8s.io", "v1", "leases")
 
 
 class KubeClient:
@@ -125,8 +130,11 @@ class KubeClient:
         return items
 
     def create(self, resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
+        """Create the object: AlreadyExistsError when its name is taken,
+        MissingTargetError when its namespace or resource type does not exist."""
         namespace = obj.get("metadata", {}).get("namespace")
-        return self._request("POST", resource.path(namespace), body=obj)
+        with _writing():
+            return self._request("POST", resource.path(namespace), body=obj)
 
     def replace(self, resource: Resource, obj: dict[str, Any]) -> dict[str, Any]:
         """PUT the object; ConflictError when its resourceVersion is stale."""
@@ -136,21 +144,29 @@ class KubeClient:
 
     def apply(self, resource: Resource, obj: dict[str, Any], *, field_manager: str,
               force: bool = False) -> dict[str, Any]:
-        """Server-side apply: create the object when absent, merge our fields when present."""
+        """Server-side apply: create the object when absent, merge our fields when present.
+
+        MissingTargetError when its namespace or resource type does not exist.
+        """
         meta = obj["metadata"]
         query: builtins.list[tuple[str, Any]] = [("fieldManager", field_manager)]
         if force:
             query.append(("force", "true"))
-        return self._request(
-            "PATCH", resource.path(meta.get("namespace"), meta["name"]), query=query,
-            body=obj, content_type="application/apply-patch+yaml",
-        )
+        with _writing(conflict=False):
+            return self._request(
+                "PATCH", resource.path(meta.get("namespace"), meta["name"]), query=query,
+                body=obj, content_type="application/apply-patch+yaml",
+            )
 
-    def delete(self, resource: Resource, name: str, namespace: str | None = None) -> None:
-        """Delete the object; an object already gone counts as deleted."""
+    def delete(self, resource: Resource, name: str, namespace: str | None = None, *,
+               resource_version: str | None = None) -> None:
+        """Delete the object; an object already gone counts as deleted. With
+        ``resource_version``, only that version: ConflictError when it has changed."""
+        body: dict[str, Any] = {"propagationPolicy": "Background"}
+        if resource_version is not None:
+            body["preconditions"] = {"resourceVersion": resource_version}
         with contextlib.suppress(NotFoundError):
-            self._request("DELETE", resource.path(namespace, name),
-                          body={"propagationPolicy": "Background"})
+            self._request("DELETE", resource.path(namespace, name), body=body)
 
     def _request(self, method: str, path: str, *,
                  query: builtins.list[tuple[str, Any]] | None = None, body: Any = None,
@@ -186,6 +202,21 @@ def _status_message(body: Any) -> str:
     if isinstance(status, dict) and status.get("message"):
         return str(status["message"])
     return str(body or "")[:300]
+
+
+@contextmanager
+def _writing(*, conflict: bool = True) -> Iterator[None]:
+    """What a 404 and a 409 mean when writing: the namespace or resource type is missing
+    (the cluster's state, so retry), and (for a create) the name is taken."""
+    try:
+        yield
+    except NotFoundError as exc:
+        raise MissingTargetError(f"{exc.message} (the namespace or resource type does not "
+                                 f"exist)") from exc
+    except ConflictError as exc:
+        if not conflict:
+            raise
+        raise AlreadyExistsError(exc.message) from exc
 
 
 @contextmanager

@@ -49,7 +49,16 @@ class JsonFormatter(logging.Formatter):
         entry.update(getattr(record, "fields", {}))
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str, ensure_ascii=False)
+        line = json.dumps(entry, default=str, ensure_ascii=False)
+        if line.isascii():
+            return line
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:
+            # A lone surrogate from user input (JSON's "\ud800") cannot be written as
+            # UTF-8; escaped, the line is still valid JSON and the entry is not lost.
+            line = json.dumps(entry, default=str)
+        return line
 
 
 class StructuredLogger:

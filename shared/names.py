@@ -22,6 +22,7 @@ __all__ = [
     "dns_label",
     "jobset_name",
     "pool_name",
+    "request_key",
     "short_hash",
 ]
 
@@ -77,3 +78,11 @@ def pool_name(namespace: str, jobset: str, slice_index: int) -> str:
     if not stem or not stem[0].isalpha():
         stem = dns_label(f"p-{stem}", POOL_NAME_MAX - len(suffix))
     return f"{stem}{suffix}"
+
+
+def request_key(request_id: str) -> str:
+    """A label value standing for a request id (which may be 128 characters of
+    ``[A-Za-z0-9._:/-]``; a label value is at most 63 characters, without ``/`` or ``:``),
+    so every JobSet made for one request id can be listed with one selector, whatever
+    its name or namespace."""
+    return short_hash(request_id, length=20)

@@ -22,12 +22,31 @@ from shared.errors import (
     RateLimitedError,
     UnavailableError,
 )
+from shared.safetext import clean
 
-__all__ = ["publish", "reset_client", "topic_path", "warm_up"]
+__all__ = [
+    "ATTRIBUTE_KEY_MAX_BYTES",
+    "ATTRIBUTE_MAX_BYTES",
+    "MAX_ATTRIBUTES",
+    "MAX_MESSAGE_BYTES",
+    "MAX_PUBLISH_MESSAGES",
+    "publish",
+    "reset_client",
+    "topic_path",
+    "valid_attribute_key",
+    "warm_up",
+]
 
 PUBLISH_TIMEOUT = 30.0
-# Pub/Sub limits attribute values to 1024 bytes.
+# Pub/Sub's documented limits (https://cloud.google.com/pubsub/quotas#resource_limits):
+# 100 attributes per message, keys of at most 256 bytes (not starting with "goog"),
+# values of at most 1024 bytes, all UTF-8; 10 MB of data, and 1,000 messages and 10 MB
+# per publish request.
+MAX_ATTRIBUTES = 100
+ATTRIBUTE_KEY_MAX_BYTES = 256
 ATTRIBUTE_MAX_BYTES = 1024
+MAX_MESSAGE_BYTES = 10_000_000
+MAX_PUBLISH_MESSAGES = 1000
 
 _publishers: ClientCache[Any] = ClientCache()
 
@@ -69,10 +88,20 @@ def reset_client() -> None:
     _publishers.reset()
 
 
+def valid_attribute_key(key: str) -> bool:
+    """Whether Pub/Sub accepts ``key`` as an attribute name."""
+    try:
+        size = len(key.encode("utf-8"))
+    except UnicodeEncodeError:
+        return False
+    return 0 < size <= ATTRIBUTE_KEY_MAX_BYTES and not key.startswith("goog")
+
+
 def _clip(value: str) -> str:
-    encoded = value.encode("utf-8")
+    """The value as Pub/Sub accepts it: UTF-8 (lone surrogates replaced), ≤ 1024 bytes."""
+    encoded = clean(value, ATTRIBUTE_MAX_BYTES).text.encode("utf-8")
     if len(encoded) <= ATTRIBUTE_MAX_BYTES:
-        return value
+        return encoded.decode("utf-8")
     return encoded[: ATTRIBUTE_MAX_BYTES - 3].decode("utf-8", "ignore") + "..."
 
 
@@ -93,9 +122,11 @@ def publish(project: str, topic: str, data: bytes, attributes: dict[str, str] | 
     """Publish one message and return its id once the server has stored it.
 
     ``timeout`` (seconds) bounds the client's retries and the wait for them.
-    Raises NotFoundError when the topic does not exist, RateLimitedError or
+    Attribute values are made to fit (UTF-8, 1024 bytes); keys are the caller's to
+    get right. Raises NotFoundError when the topic does not exist, RateLimitedError or
     UnavailableError when Pub/Sub cannot take it now, ConfigError without
-    credentials, PermanentError when it refuses the message.
+    credentials, PermanentError when it (or the client, before sending) refuses the
+    message.
     """
     from google.api_core import exceptions as gexc
     from google.auth import exceptions as auth_exc
@@ -115,6 +146,10 @@ def publish(project: str, topic: str, data: bytes, attributes: dict[str, str] | 
         raise RateLimitedError(f"publishing to {path}: {exc}") from exc
     except gexc.InvalidArgument as exc:
         raise PermanentError(f"publishing to {path}: {exc}") from exc
+    except (ValueError, TypeError) as exc:
+        # Refused by the client before sending: a key it cannot encode, a message over
+        # the 10 MB request limit (MessageTooLargeError is a ValueError).
+        raise PermanentError(f"publishing to {path}: {type(exc).__name__}: {exc}") from exc
     except TimeoutError as exc:
         # Before OSError, of which it is a subclass: its message is empty.
         raise UnavailableError(f"publishing to {path}: no answer within {timeout:g} s") from exc

@@ -5,15 +5,15 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from sandbox.httpserver import free_port, port_open
+from sandbox.httpserver import free_port
 from shared import bigquery
 from shared.config import MetricsConfig
+from tests.processes import serving
 
 PROJECT = "accelops-test"
 
@@ -29,25 +29,10 @@ def bigquery_emulator(log: Path) -> Iterator[Emulator]:
     """Start an in-memory bqemulator; stop it when the block ends."""
     port = free_port()
     binary = Path(sys.executable).parent / "bqemulator"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [str(binary), "start", "--rest-port", str(port), "--grpc-port", str(free_port()),
-             "--project", PROJECT, "--ephemeral", "--log-level", "warning"],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    try:
-        deadline = time.monotonic() + 60
-        while not port_open(port):
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"bqemulator did not start:\n{log.read_text()[-2000:]}")
-            time.sleep(0.1)
+    argv = [str(binary), "start", "--rest-port", str(port), "--grpc-port", str(free_port()),
+            "--project", PROJECT, "--ephemeral", "--log-level", "warning"]
+    with serving(argv, port, log) as process:
         yield Emulator(f"http://127.0.0.1:{port}", process)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def fresh_dataset() -> MetricsConfig:

@@ -48,6 +48,15 @@ from sandbox.pubsub.errors import (
 )
 from sandbox.pubsub.filters import Predicate, compile_filter
 
+# The service's publish limits (documented; Google's emulator does not enforce them).
+from shared.pubsub import (
+    ATTRIBUTE_KEY_MAX_BYTES,
+    ATTRIBUTE_MAX_BYTES,
+    MAX_ATTRIBUTES,
+    MAX_MESSAGE_BYTES,
+    MAX_PUBLISH_MESSAGES,
+)
+
 #: Real service limits.
 MIN_ACK_DEADLINE = 10
 MAX_ACK_DEADLINE = 600
@@ -221,6 +230,56 @@ def _exponential(minimum: float, maximum: float, failures: int) -> float:
 
 def _labels(labels: Mapping[str, str] | None) -> dict[str, str]:
     return dict(labels or {})
+
+
+def _clip(text: str, limit: int = 64) -> str:
+    """``text`` cut to ``limit`` characters, so an error message stays readable."""
+    return text if len(text) <= limit else f"{text[:limit]}..."
+
+
+def _utf8_size(text: str, key: str) -> int:
+    """Size of ``text`` in UTF-8; raises InvalidArgumentError if it has no UTF-8 form."""
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidArgumentError(f"Attribute {_clip(key)!r} is not valid UTF-8") from exc
+
+
+def _checked_size(data: bytes, attributes: Mapping[str, str]) -> int:
+    """Check one message against the publish limits; returns its data + attribute bytes.
+
+    Raises InvalidArgumentError, as the real service does, naming the limit broken.
+    """
+    if not data and not attributes:
+        raise InvalidArgumentError(
+            "Some messages contain no data and no attributes; at least one is required"
+        )
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise InvalidArgumentError(
+            f"Message data is {len(data)} bytes; at most {MAX_MESSAGE_BYTES} bytes are allowed"
+        )
+    if len(attributes) > MAX_ATTRIBUTES:
+        raise InvalidArgumentError(
+            f"A message has {len(attributes)} attributes; at most {MAX_ATTRIBUTES} are allowed"
+        )
+    size = len(data)
+    for key, value in attributes.items():
+        if not key or key.startswith("goog"):
+            raise InvalidArgumentError(f"Invalid attribute key: {_clip(key)!r}")
+        key_bytes = _utf8_size(key, key)
+        if key_bytes > ATTRIBUTE_KEY_MAX_BYTES:
+            raise InvalidArgumentError(
+                f"Attribute key {_clip(key)!r} is {key_bytes} bytes; "
+                f"at most {ATTRIBUTE_KEY_MAX_BYTES} bytes are allowed"
+            )
+        value_bytes = _utf8_size(value, key)
+        if value_bytes > ATTRIBUTE_MAX_BYTES:
+            raise InvalidArgumentError(
+                f"The value of attribute {_clip(key)!r} is {value_bytes} bytes; "
+                f"at most {ATTRIBUTE_MAX_BYTES} bytes are allowed"
+            )
+        size += key_bytes + value_bytes
+    return size
 
 
 class Broker:
@@ -501,14 +560,18 @@ class Broker:
         names.topic(topic)
         if not messages:
             raise InvalidArgumentError("The request contains no messages")
-        for data, attributes, _key in messages:
-            if not data and not attributes:
-                raise InvalidArgumentError(
-                    "Some messages contain no data and no attributes; at least one is required"
-                )
-            for key in attributes:
-                if not key or key.startswith("goog"):
-                    raise InvalidArgumentError(f"Invalid attribute key: {key!r}")
+        if len(messages) > MAX_PUBLISH_MESSAGES:
+            raise InvalidArgumentError(
+                f"The request contains {len(messages)} messages; "
+                f"at most {MAX_PUBLISH_MESSAGES} are allowed"
+            )
+        # Data plus attribute bytes is a lower bound of the serialized request size.
+        request_bytes = sum(_checked_size(data, attributes) for data, attributes, _ in messages)
+        if request_bytes > MAX_MESSAGE_BYTES:
+            raise InvalidArgumentError(
+                f"The request is at least {request_bytes} bytes; "
+                f"at most {MAX_MESSAGE_BYTES} bytes are allowed"
+            )
         with self._cond:
             self._topic(topic)
             ids = [

@@ -98,6 +98,11 @@ class PubSubServer:
         self.stop()
 
 
+# The 10 MB publish limit plus room for the request's own framing; the broker refuses
+# data over the limit with the service's INVALID_ARGUMENT, not a transport error.
+MAX_RECEIVE_BYTES = 11 * 1024 * 1024
+
+
 def start_pubsub(
     host: str = "127.0.0.1",
     port: int = 0,
@@ -121,7 +126,11 @@ def start_pubsub(
         state.attach()
     server = grpc.server(
         _DaemonThreadExecutor("pubsub-rpc"),
-        options=[("grpc.so_reuseport", 0)],
+        # Pub/Sub takes publish requests of up to 10 MB; gRPC's default is 4 MiB. Pull
+        # responses carry up to 1,000 messages, so sending is not capped at all.
+        options=[("grpc.so_reuseport", 0),
+                 ("grpc.max_receive_message_length", MAX_RECEIVE_BYTES),
+                 ("grpc.max_send_message_length", -1)],
     )
     server.add_generic_rpc_handlers(
         (

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 from shared.jobs.policy import Admission
-from shared.names import dns_label, jobset_name
+from shared.names import dns_label, jobset_name, request_key
 from shared.slices.labels import ANNOTATION_CAPACITY, pinning_selector
 
 __all__ = [
@@ -28,6 +28,7 @@ __all__ = [
     "JOBSET_PLURAL",
     "JOBSET_VERSION",
     "LABEL_QUEUE",
+    "LABEL_REQUEST_KEY",
     "REPLICATED_JOB",
     "render_jobset",
 ]
@@ -43,6 +44,8 @@ LABEL_PRIORITY = "kueue.x-k8s.io/priority-class"
 LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
 LABEL_TEAM = "accelops.dev/team"
 LABEL_JOB = "accelops.dev/job"
+# Hash of the request id: how submit_job finds a reused id across names and namespaces.
+LABEL_REQUEST_KEY = "accelops.dev/request-key"
 ANNOTATION_EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 ANNOTATION_REQUEST_ID = "accelops.dev/request-id"
 ANNOTATION_REQUEST_HASH = "accelops.dev/request-hash"
@@ -101,6 +104,7 @@ def render_jobset(admission: Admission, request_id: str) -> dict[str, Any]:
         LABEL_MANAGED_BY: "accelops",
         LABEL_TEAM: dns_label(request.team) or "team",
         LABEL_JOB: dns_label(request.name) or "job",
+        LABEL_REQUEST_KEY: request_key(request_id),
     }
     pod_spec: dict[str, Any] = {
         "restartPolicy": "Never",

@@ -5,6 +5,11 @@ request that tries to pass pod-spec fields (``serviceAccountName``,
 ``securityContext``, ``volumes``, ``hostNetwork``…) is rejected with the name of the
 field, never silently half-applied. Everything that reaches the pod is a plain
 string checked here: image reference, command, args and environment.
+
+Types are strict: a JSON value is accepted only as what it is. ``"slices": "2"``,
+``true`` or ``2.0`` is not an integer and ``"spot": "true"`` is not a boolean: a
+request that says something else than it means is refused with the field and rule,
+never guessed at. Before validation, the message must fit :data:`REQUEST_LIMITS`.
 """
 
 from __future__ import annotations
@@ -24,10 +29,19 @@ from pydantic import (
 
 from shared.config import format_validation_error
 from shared.errors import PermanentError
+from shared.payload import Limits, check, decode
 
-__all__ = ["JobRequest", "TpuRequest", "parse_job_request"]
+__all__ = ["REQUEST_LIMITS", "JobRequest", "TpuRequest", "parse_job_request",
+           "read_job_request"]
 
-_Str = Annotated[str, StringConstraints(max_length=4096)]
+MAX_TEXT_CHARS = 4096
+MAX_ARGS = 256
+# A request nests two levels (the request, then tpu/env/args); 256 KiB holds any real
+# command line and keeps the JobSet far below etcd's 1.5 MiB object limit.
+REQUEST_LIMITS = Limits(max_bytes=256 * 1024, max_depth=4, max_digits=20,
+                        max_string_chars=MAX_TEXT_CHARS, max_items=MAX_ARGS)
+
+_Str = Annotated[str, StringConstraints(max_length=MAX_TEXT_CHARS)]
 _EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
 # An OCI image reference: registry/path[:tag][@digest]; no whitespace or shell syntax.
 _Image = Annotated[
@@ -55,7 +69,7 @@ _RequestId = Annotated[
 
 
 class TpuRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     type: Annotated[str, StringConstraints(strip_whitespace=True, to_lower=True,
                                            min_length=1, max_length=32)]
@@ -74,13 +88,13 @@ class TpuRequest(BaseModel):
 class JobRequest(BaseModel):
     """A request to run a TPU training job, published as UTF-8 JSON."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     name: _Name
     team: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=63)]
     image: _Image
     command: Annotated[list[_Str], Field(max_length=64)] = Field(default_factory=list)
-    args: Annotated[list[_Str], Field(max_length=256)] = Field(default_factory=list)
+    args: Annotated[list[_Str], Field(max_length=MAX_ARGS)] = Field(default_factory=list)
     env: Annotated[dict[_EnvName, _Str], Field(max_length=64)] = Field(default_factory=dict)
     tpu: TpuRequest
     priority: Literal["low", "medium", "high"] = "medium"
@@ -98,6 +112,14 @@ class JobRequest(BaseModel):
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()[:16]
 
 
+def read_job_request(data: bytes) -> JobRequest:
+    """Decode and validate a job request as published (UTF-8 JSON bytes).
+
+    Raises PermanentError naming the field and the rule, whatever is wrong with it.
+    """
+    return parse_job_request(decode(data, REQUEST_LIMITS))
+
+
 def parse_job_request(raw: Any) -> JobRequest:
     """Validate a decoded JSON value as a job request.
 
@@ -107,6 +129,10 @@ def parse_job_request(raw: Any) -> JobRequest:
     if not isinstance(raw, dict):
         raise PermanentError("a job request must be a JSON object", field="<root>",
                              rule="must be a JSON object")
+    problem = check(raw, REQUEST_LIMITS)
+    if problem is not None:
+        raise PermanentError(f"invalid job request: {problem}", field=problem.field,
+                             rule=problem.rule)
     try:
         return JobRequest.model_validate(raw)
     except ValidationError as exc:

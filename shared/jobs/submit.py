@@ -2,16 +2,23 @@
 
 ``plan_submission`` turns a Pub/Sub message into the JobSet to create, or raises
 PermanentError saying which field broke which rule. ``submit_message`` carries the
-plan out idempotently:
+plan out idempotently, with the request id as the idempotency key of the *whole*
+request:
 
 * the JobSet name derives from (name, request id), and the request id defaults to
   the message id, so a redelivery finds the JobSet it created the first time;
-* an existing JobSet with the same request hash is a duplicate (acknowledged, not
-  touched); one with another hash means the request id was reused for a different
-  request, which is refused rather than silently rewriting a queued job;
-* a refused request is published, bytes unchanged, to the rejections topic with
-  the reason as attributes *before* the event is acknowledged; if that publish
-  fails the event is retried, so no refusal goes unrecorded;
+* every JobSet carries a label derived from its request id, so one list call finds
+  whatever was made for that id in any namespace, under any name. :func:`judge`
+  decides from that list: the earliest-created JobSet owns the id; if it is the one
+  this request would make (same name, namespace and request hash), the message is a
+  duplicate (acknowledged, nothing touched); otherwise the id was reused for a
+  different request, which is refused naming the id and the JobSet that holds it;
+* when nothing holds the id yet, the JobSet is created under a Lease named after the
+  request id (``shared.lease``), and the list is read again under it: two deliveries
+  of different requests racing under one id cannot both find nothing, so the second
+  is refused (or, with the same request, is a duplicate);
+* a refused request is recorded on the rejections topic before the event is
+  acknowledged (``shared.jobs.rejection``);
 * a broken configuration or an unreachable cluster is transient: the message is
   retried (and dead-lettered by Pub/Sub after its maximum attempts), never refused.
 """
@@ -22,29 +29,30 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from shared.config import AccelopsConfig, Settings, load_config_or_retry
-from shared.errors import (
-    ConflictError,
-    NotFoundError,
-    PermanentError,
-    TransientError,
-)
+from shared.errors import PermanentError
 from shared.events import PubSubMessage
 from shared.jobs.policy import check_policy
+from shared.jobs.rejection import publish_rejection
 from shared.jobs.render import (
     ANNOTATION_REQUEST_HASH,
     ANNOTATION_REQUEST_ID,
     ANNOTATION_TPU_TYPE,
     LABEL_QUEUE,
+    LABEL_REQUEST_KEY,
     render_jobset,
 )
-from shared.jobs.request import parse_job_request
+from shared.jobs.request import read_job_request
 from shared.log import get_logger
 
-__all__ = ["FIELD_MANAGER", "SubmitOutcome", "plan_submission", "submit_message"]
+__all__ = ["SubmitOutcome", "Verdict", "judge", "plan_submission", "submit_message"]
 
 log = get_logger("accelops.submit")
 
-FIELD_MANAGER = "accelops-submit"
+# Longer than submit_job can run (its timeout): a holder is presumed dead after it.
+REQUEST_LOCK_SECONDS = 120
+# How long a delivery waits for another one holding its request id (which takes
+# milliseconds) before failing so that Pub/Sub retries it.
+REQUEST_LOCK_WAIT_SECONDS = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +67,7 @@ class SubmitOutcome:
 
 def plan_submission(message: PubSubMessage, config: AccelopsConfig) -> dict[str, Any]:
     """The JobSet a message asks for; PermanentError when it must be refused."""
-    request = parse_job_request(message.json())
+    request = read_job_request(message.data)
     admission = check_policy(request, config)
     return render_jobset(admission, request.request_id or message.message_id)
 
@@ -69,22 +77,17 @@ def submit_message(message: PubSubMessage, settings: Settings | None = None) -> 
 
     Returns the outcome (the event may be acknowledged). Raises TransientError when
     the event must be retried: configuration unusable, Kubernetes or Pub/Sub
-    unavailable.
+    unavailable, the team's namespace or the JobSet CRD missing.
     """
     settings = settings or Settings.from_env()
     config = load_config_or_retry(settings)
     try:
         jobset = plan_submission(message, config)
+        outcome = _create(jobset, settings, config.slices.state_namespace,
+                          holder=message.message_id)
     except PermanentError as exc:
-        return reject(message, exc, settings, config)
-    try:
-        outcome = _apply(jobset, settings)
-    except PermanentError as exc:
-        if isinstance(exc, (NotFoundError, ConflictError)):
-            # A missing namespace or CRD, or a field owned by someone else, is the
-            # cluster's state, not the request's: retry until it is fixed.
-            raise TransientError(f"cannot apply JobSet: {exc.message}") from exc
-        return reject(message, exc, settings, config)
+        publish_rejection(message, exc, settings, config)
+        return SubmitOutcome("rejected", reason=exc.message)
     if outcome.status == "created" and config.slices.enabled and settings.project:
         from shared.slices.notify import request_reconcile
 
@@ -93,56 +96,87 @@ def submit_message(message: PubSubMessage, settings: Settings | None = None) -> 
     return outcome
 
 
-def _apply(jobset: dict[str, Any], settings: Settings) -> SubmitOutcome:
+# --------------------------------------------------------------------------- decide
+def _ref(jobset: dict[str, Any]) -> tuple[str, str]:
+    meta = jobset.get("metadata") or {}
+    return str(meta.get("namespace", "")), str(meta.get("name", ""))
+
+
+def _annotation(jobset: dict[str, Any], key: str) -> str | None:
+    value = ((jobset.get("metadata") or {}).get("annotations") or {}).get(key)
+    return value if isinstance(value, str) else None
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """Who holds a request id. ``owner`` is None when nothing does yet; ``ours`` says
+    whether the owner is the JobSet this request makes."""
+
+    owner: dict[str, Any] | None
+    ours: bool
+
+    def refusal(self, request_id: str) -> PermanentError:
+        assert self.owner is not None
+        namespace, name = _ref(self.owner)
+        return PermanentError(
+            f"request id {request_id!r} was already used for a different request "
+            f"(JobSet {namespace}/{name})",
+            field="request_id", rule="must be unique per distinct request",
+        )
+
+
+def judge(jobset: dict[str, Any], found: list[dict[str, Any]]) -> Verdict:
+    """Whether the request of ``jobset`` is new, a duplicate, or reuses a request id.
+
+    ``found`` are the JobSets listed by the request-key label. Pure: the owner is the
+    earliest created of those carrying the same request id (then by namespace and
+    name, so every observer picks the same one).
+    """
+    request_id = _annotation(jobset, ANNOTATION_REQUEST_ID)
+    same_id = [j for j in found if _annotation(j, ANNOTATION_REQUEST_ID) == request_id]
+    if not same_id:
+        return Verdict(owner=None, ours=False)
+    owner = min(same_id, key=lambda j: (
+        str((j.get("metadata") or {}).get("creationTimestamp", "")), *_ref(j)))
+    ours = (_ref(owner) == _ref(jobset) and _annotation(owner, ANNOTATION_REQUEST_HASH)
+            == _annotation(jobset, ANNOTATION_REQUEST_HASH))
+    return Verdict(owner=owner, ours=ours)
+
+
+# ----------------------------------------------------------------------------- act
+def _create(jobset: dict[str, Any], settings: Settings, lock_namespace: str, *,
+            holder: str) -> SubmitOutcome:
     from shared.kube import JOBSETS, get_client
+    from shared.lease import hold
 
     meta = jobset["metadata"]
     name, namespace = meta["name"], meta["namespace"]
-    ours = meta["annotations"][ANNOTATION_REQUEST_HASH]
+    key = meta["labels"][LABEL_REQUEST_KEY]
+    request_id = meta["annotations"][ANNOTATION_REQUEST_ID]
     kube = get_client(settings)
-    existing = kube.find(JOBSETS, name, namespace)
-    if existing is not None:
-        theirs = (existing.get("metadata", {}).get("annotations") or {}).get(
-            ANNOTATION_REQUEST_HASH)
-        if theirs != ours:
-            raise PermanentError(
-                f"request id {meta['annotations'][ANNOTATION_REQUEST_ID]!r} was already "
-                f"used for a different request (JobSet {namespace}/{name})",
-                field="request_id", rule="must be unique per distinct request",
-            )
+
+    def decided() -> SubmitOutcome | None:
+        """Duplicate (an outcome), refused (raises), or nothing holds the id (None)."""
+        verdict = judge(jobset, kube.list(JOBSETS, label_selector=f"{LABEL_REQUEST_KEY}={key}"))
+        if verdict.owner is None:
+            return None
+        if not verdict.ours:
+            raise verdict.refusal(request_id)
         log.info("duplicate job request: JobSet already exists", jobset=name,
                  namespace=namespace)
         return SubmitOutcome("duplicate", name, namespace)
-    kube.apply(JOBSETS, jobset, field_manager=FIELD_MANAGER)
+
+    if (outcome := decided()) is not None:
+        return outcome
+    with hold(kube, lock_namespace, f"accelops-request-{key}", holder=holder,
+              seconds=REQUEST_LOCK_SECONDS, wait=REQUEST_LOCK_WAIT_SECONDS):
+        # Another delivery may have created it between the first look and the lock.
+        if (outcome := decided()) is not None:
+            return outcome
+        kube.create(JOBSETS, jobset)
     spec = jobset["spec"]["replicatedJobs"][0]
-    log.info("JobSet applied", jobset=name, namespace=namespace,
+    log.info("JobSet created", jobset=name, namespace=namespace,
              queue=meta["labels"][LABEL_QUEUE],
              tpu_type=meta["annotations"][ANNOTATION_TPU_TYPE],
              slices=spec["replicas"], vms_per_slice=spec["template"]["spec"]["parallelism"])
     return SubmitOutcome("created", name, namespace)
-
-
-def reject(message: PubSubMessage, error: PermanentError, settings: Settings,
-           config: AccelopsConfig) -> SubmitOutcome:
-    """Record a refused message on the rejections topic, then let it be acknowledged."""
-    from shared import pubsub
-
-    log.error(f"job request rejected: {error.message}", message_id=message.message_id,
-              **error.as_fields())
-    attributes = {
-        **message.attributes,
-        "rejected_by": "submit_job",
-        "rejection_reason": error.message,
-        "rejection_field": error.field or "",
-        "rejection_rule": error.rule or "",
-        "source_message_id": message.message_id,
-    }
-    try:
-        settings.require("project")
-        assert settings.project is not None
-        pubsub.publish(settings.project, config.topics.rejections, message.data, attributes)
-    except (PermanentError, TransientError) as exc:
-        raise TransientError(
-            f"could not record the rejection of message {message.message_id}: {exc.message}"
-        ) from exc
-    return SubmitOutcome("rejected", reason=error.message)

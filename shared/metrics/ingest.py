@@ -1,9 +1,10 @@
 """``ingest_metrics``: Pub/Sub messages of load-test records → BigQuery rows.
 
-A message carries a JSON array of records (or a single record). Each record is
-validated on its own: good ones become rows of the requests table, bad ones rows of
-the rejections table with the reason, so one poison record never sinks the batch
-(partial failure) and never disappears silently. Both are written before the
+A message carries a JSON array of records (or a single record), within
+:data:`MESSAGE_LIMITS`. Each record is validated on its own: good ones become rows of
+the requests table, bad ones rows of the rejections table with the reason, so one
+poison record never sinks the batch (partial failure) and never disappears silently.
+A rejection row can always be written, whatever the record held. Both are written before the
 handler returns; any BigQuery failure raises, Pub/Sub redelivers, and the
 redelivered rows carry the same keys (``<message id>:<index>``), which BigQuery's
 insertIds and the ``requests_unique`` view de-duplicate.
@@ -14,17 +15,21 @@ I/O, in insert requests of at most 500 rows and well under BigQuery's 10 MB limi
 
 from __future__ import annotations
 
-import json
+import base64
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
 from shared.config import format_validation_error
+from shared.errors import PermanentError
 from shared.metrics.batch import split
 from shared.metrics.record import MetricRecord, row_key
+from shared.payload import Limits, check, decode_array
+from shared.pubsub import MAX_MESSAGE_BYTES
+from shared.safetext import clean, preview
 
 if TYPE_CHECKING:
     from shared.events import PubSubMessage
@@ -32,6 +37,8 @@ if TYPE_CHECKING:
 __all__ = [
     "MAX_INSERT_BYTES",
     "MAX_INSERT_ROWS",
+    "MESSAGE_LIMITS",
+    "RECORD_LIMITS",
     "Parsed",
     "ingest_message",
     "insert_batches",
@@ -43,7 +50,17 @@ __all__ = [
 MAX_INSERT_ROWS = 500
 # BigQuery refuses insertAll requests over 10 MB; stay clear of it with the envelope.
 MAX_INSERT_BYTES = 9_000_000
+# A message is at most what Pub/Sub carries (10 MB) and 5,000 records (the load
+# generator sends 500); each record at most 8 levels deep, strings of 64 Ki characters.
+MESSAGE_LIMITS = Limits(max_bytes=MAX_MESSAGE_BYTES, max_depth=9, max_digits=40,
+                        max_string_chars=65_536, max_items=5_000)
+RECORD_LIMITS = replace(MESSAGE_LIMITS, max_depth=MESSAGE_LIMITS.max_depth - 1)
 MAX_REJECTED_RECORD_CHARS = 16_384
+MAX_REASON_CHARS = 4_096
+# All refused records of one message together keep at most this much text; past it
+# each keeps a short preview (a message of 5,000 bad records stays a few MB of rows).
+REJECTED_CHARS_PER_MESSAGE = 2_000_000
+SHORT_PREVIEW_CHARS = 256
 # Reasons shown in the log line of a message with rejections (the table has them all).
 LOGGED_REASONS = 5
 
@@ -54,54 +71,100 @@ class Parsed:
 
     rows: list[dict[str, Any]] = field(default_factory=list)
     rejections: list[dict[str, Any]] = field(default_factory=list)
+    rejected_chars: int = 0
+
+
+class _Refused(Exception):
+    """One record is refused; the message says which field broke which rule."""
 
 
 def _reject(parsed: Parsed, message_id: str, received_at: str, index: int | None,
-            reason: str, raw: Any) -> None:
+            reason: str, raw: Any, original: bytes | None = None) -> None:
+    """Record one refused record (or, with ``index`` None, the whole message).
+
+    Whatever ``raw`` is, the row can be written: the record is previewed (bounded, no
+    recursion), lone surrogates replaced and the exact text kept as base64.
+    """
+    budget = (MAX_REJECTED_RECORD_CHARS if parsed.rejected_chars < REJECTED_CHARS_PER_MESSAGE
+              else SHORT_PREVIEW_CHARS)
+    text = raw if isinstance(raw, str) else preview(raw, budget)
+    record = clean(text, budget)
+    parsed.rejected_chars += len(record.text)
     test_id = raw.get("test_id") if isinstance(raw, Mapping) else None
-    text = raw if isinstance(raw, str) else json.dumps(raw, default=str)
+    exact = (base64.b64encode(original[:MAX_REJECTED_RECORD_CHARS]).decode("ascii")
+             if original is not None else record.original_base64)
     parsed.rejections.append({
         "row_key": row_key(message_id, index) if index is not None else f"{message_id}:message",
         "message_id": message_id,
         "received_at": received_at,
         "record_index": index,
-        "test_id": test_id if isinstance(test_id, str) else None,
-        "reason": reason,
-        "record": text[:MAX_REJECTED_RECORD_CHARS],
+        "test_id": clean(test_id, 128).text if isinstance(test_id, str) else None,
+        "reason": clean(reason, MAX_REASON_CHARS).text,
+        "record": record.text,
+        "record_base64": exact,
     })
 
 
-def parse_message(message_id: str, data: bytes, received_at: datetime) -> Parsed:
-    """Validate every record of one message into rows and rejections (pure)."""
-    at = received_at.astimezone(UTC).isoformat()
-    parsed = Parsed()
+def _row(raw: Any, message_id: str, index: int, received_at: str) -> dict[str, Any]:
+    """The requests-table row of one record; _Refused says why there is none."""
+    problem = check(raw, RECORD_LIMITS)
+    if problem is not None:
+        raise _Refused(str(problem) if problem.path else f"record: {problem.rule}")
+    if not isinstance(raw, dict):
+        raise _Refused("record: must be a JSON object")
     try:
-        payload = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        _reject(parsed, message_id, at, None, f"data: not UTF-8 JSON ({exc})",
-                data[:MAX_REJECTED_RECORD_CHARS].decode("utf-8", "replace"))
-        return parsed
-    if isinstance(payload, dict):
-        payload = [payload]
-    if not isinstance(payload, list):
+        record = MetricRecord.model_validate(raw)
+    except ValidationError as exc:
+        raise _Refused(format_validation_error(exc)[0]) from exc
+    row = dict(record.__dict__)
+    row["start_time"] = record.start_time.isoformat()
+    row["row_key"] = row_key(message_id, index)
+    row["message_id"] = message_id
+    row["ingested_at"] = received_at
+    return row
+
+
+def _records(parsed: Parsed, message_id: str, data: bytes, at: str) -> list[Any]:
+    """The message's records, or none (with the message rejected) when it has none."""
+    try:
+        payload = decode_array(data, MESSAGE_LIMITS)
+    except PermanentError as exc:
+        head = data[:MAX_REJECTED_RECORD_CHARS]
+        _reject(parsed, message_id, at, None, exc.message,
+                head.decode("utf-8", "replace"), original=head)
+        return []
+    records = [payload] if isinstance(payload, dict) else payload
+    if not isinstance(records, list):
         _reject(parsed, message_id, at, None,
                 "data: must be a JSON array of records or one record object", payload)
-        return parsed
-    for index, raw in enumerate(payload):
-        if not isinstance(raw, dict):
-            _reject(parsed, message_id, at, index, "record: must be a JSON object", raw)
-            continue
+        return []
+    if len(records) > MESSAGE_LIMITS.max_items:
+        _reject(parsed, message_id, at, None,
+                f"data: at most {MESSAGE_LIMITS.max_items:,} records per message "
+                f"(this one has {len(records):,})", records)
+        return []
+    return records
+
+
+def parse_message(message_id: str, data: bytes, received_at: datetime) -> Parsed:
+    """Validate every record of one message into rows and rejections (pure).
+
+    Records are isolated: whatever goes wrong with one — a broken rule, or any exception
+    while validating or converting it — rejects that record only, with the reason.
+    """
+    at = received_at.astimezone(UTC).isoformat()
+    parsed = Parsed()
+    for index, raw in enumerate(_records(parsed, message_id, data, at)):
         try:
-            record = MetricRecord.model_validate(raw)
-        except ValidationError as exc:
-            _reject(parsed, message_id, at, index, format_validation_error(exc)[0], raw)
-            continue
-        row = dict(record.__dict__)
-        row["start_time"] = record.start_time.isoformat()
-        row["row_key"] = row_key(message_id, index)
-        row["message_id"] = message_id
-        row["ingested_at"] = at
-        parsed.rows.append(row)
+            parsed.rows.append(_row(raw, message_id, index, at))
+        except _Refused as exc:
+            _reject(parsed, message_id, at, index, str(exc), raw)
+        except Exception as exc:
+            # Deliberately broad, and per record: a record is user data, and no
+            # exception it provokes may cost the rest of the batch or fail the
+            # delivery (which would retry it until it is dead-lettered).
+            _reject(parsed, message_id, at, index,
+                    f"record could not be processed: {type(exc).__name__}: {exc}", raw)
     return parsed
 
 

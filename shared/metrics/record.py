@@ -9,11 +9,15 @@ metadata (server, accelerator, users) that lets runs be compared.
 A Pub/Sub message carries a JSON array of records (or one record object). A record's
 row key is ``<message id>:<index in the message>``: the same message delivered twice
 yields the same keys, which is what the views de-duplicate on.
+
+Types are strict, as in a job request: a count is a JSON integer (not ``4.0``, not
+``"4"``), a duration a JSON number (``true`` is not 1 ms), text is a string.
+``start_time`` is epoch seconds or an ISO 8601 timestamp with a timezone, between 2000
+and 2100.
 """
 
 from __future__ import annotations
 
-import math
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -32,12 +36,13 @@ _Count = Annotated[int, Field(ge=0, le=10**9)]
 _Millis = Annotated[float, Field(ge=0, le=86_400_000)]
 # 2000-01-01 .. 2100-01-01: epoch seconds outside this are milliseconds or garbage.
 _EPOCH_MIN, _EPOCH_MAX = 946_684_800, 4_102_444_800
+_START_RULE = "must be epoch seconds or an ISO 8601 timestamp with a timezone"
 
 
 class MetricRecord(BaseModel):
     """One request of a load test. Unknown fields are ignored (newer load generators)."""
 
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
 
     test_id: TestId
     request_type: _Short
@@ -59,22 +64,30 @@ class MetricRecord(BaseModel):
 
     @field_validator("start_time", mode="before")
     @classmethod
-    def _epoch_seconds(cls, value: Any) -> Any:
-        """Locust reports start times as epoch seconds; ISO strings are accepted too."""
-        if isinstance(value, bool):
-            raise ValueError("must be epoch seconds or an ISO 8601 timestamp")
-        if isinstance(value, int | float):
-            if not math.isfinite(value) or not _EPOCH_MIN <= value <= _EPOCH_MAX:
+    def _start_time(cls, value: Any) -> datetime:
+        """Locust reports start times as epoch seconds; ISO strings are accepted too.
+
+        The range is checked before any conversion: a 310-digit number cannot become a
+        float, and 9999-12-31T23:59:59-01:00 has no UTC equivalent.
+        """
+        if isinstance(value, bool) or not isinstance(value, int | float | str):
+            raise ValueError(_START_RULE)
+        if not isinstance(value, str):
+            if not _EPOCH_MIN <= value <= _EPOCH_MAX:  # False for NaN, too
                 raise ValueError("epoch seconds out of range (2000..2100)")
             return datetime.fromtimestamp(value, UTC)
-        return value
-
-    @field_validator("start_time")
-    @classmethod
-    def _aware(cls, value: datetime) -> datetime:
-        if value.tzinfo is None:
+        try:
+            parsed = datetime.fromisoformat(value)
+        except ValueError:
+            raise ValueError(_START_RULE) from None
+        if parsed.tzinfo is None:
             raise ValueError("must carry a timezone (or be epoch seconds)")
-        return value.astimezone(UTC)
+        if not 1999 <= parsed.year <= 2100:  # a day either side for the offset
+            raise ValueError("out of range (2000..2100)")
+        parsed = parsed.astimezone(UTC)
+        if not _EPOCH_MIN <= parsed.timestamp() <= _EPOCH_MAX:
+            raise ValueError("out of range (2000..2100)")
+        return parsed
 
     @field_validator("exception", mode="before")
     @classmethod

@@ -61,6 +61,9 @@ REJECTION_FIELDS: tuple[Field, ...] = (
     Field("test_id", "STRING", "NULLABLE", "when it could be read"),
     Field("reason", "STRING", "REQUIRED", "which field broke which rule"),
     Field("record", "STRING", "NULLABLE", "the refused record as received (clipped)"),
+    Field("record_base64", "STRING", "NULLABLE",
+          "the exact original (base64; WTF-8 for text) when `record` had to replace "
+          "characters or the data was not UTF-8"),
 )
 
 
@@ -110,10 +113,18 @@ def _quantile(q: int) -> str:
 
 
 def _summary(n: Names) -> str:
-    return f"""WITH per_test AS (
+    # A test's model is the one most of its requests aimed at (ties: by name), not any
+    # one of them: a test that sends some requests to a missing model is still listed,
+    # and compared, under the model it tested.
+    return f"""WITH models AS (
+  SELECT test_id, model_name,
+    ROW_NUMBER() OVER (PARTITION BY test_id ORDER BY COUNT(*) DESC, model_name) AS rank
+  FROM {n.sql("requests_unique")}
+  WHERE model_name IS NOT NULL
+  GROUP BY test_id, model_name
+), per_test AS (
   SELECT
     test_id,
-    ANY_VALUE(model_name) AS model_name,
     ANY_VALUE(server) AS server,
     ANY_VALUE(accelerator) AS accelerator,
     MAX(users) AS users,
@@ -130,13 +141,14 @@ def _summary(n: Names) -> str:
   GROUP BY test_id
 )
 SELECT
-  *,
+  per_test.*,
+  models.model_name,
   GREATEST(TIMESTAMP_DIFF(ended, started, MILLISECOND) / 1000.0, 1.0) AS duration_s,
   SAFE_DIVIDE(errors, requests) AS error_rate,
   requests / GREATEST(TIMESTAMP_DIFF(ended, started, MILLISECOND) / 1000.0, 1.0) AS qps,
   output_tokens / GREATEST(TIMESTAMP_DIFF(ended, started, MILLISECOND) / 1000.0, 1.0)
     AS tokens_per_s
-FROM per_test"""
+FROM per_test LEFT JOIN models ON models.test_id = per_test.test_id AND models.rank = 1"""
 
 
 def _series(unit: str, seconds: float) -> Callable[[Names], str]:

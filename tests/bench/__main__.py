@@ -178,8 +178,9 @@ def main() -> int:
         kubeconfig = kube.write_kubeconfig(Path(tmp) / "kubeconfig")
         env = {"KUBECONFIG": str(kubeconfig), "PUBSUB_EMULATOR_HOST": pubsub.address,
                "ACCELOPS_CONFIG": str(CONFIG), "ACCELOPS_PROJECT": PROJECT}
-        kube.store.create("", "namespaces", {"apiVersion": "v1", "kind": "Namespace",
-                                             "metadata": {"name": "research"}})
+        for namespace in ("research", "accelops-system"):  # the team's; the request locks'
+            kube.store.create("", "namespaces", {"apiVersion": "v1", "kind": "Namespace",
+                                                 "metadata": {"name": namespace}})
         pubsub.broker.create_topic(f"projects/{PROJECT}/topics/job-rejections")
         pubsub.broker.create_topic(f"projects/{PROJECT}/topics/slices-reconcile")
         try:

@@ -91,7 +91,7 @@ def test_duplicate_publishes_of_one_request_leave_exactly_one_jobset(
 
     assert len(jobsets_for(custom, "e2e-duplicate")) == 1
     outcomes = [e["message"] for e in function_log(sandbox) if e.get("message_id") in ids]
-    assert outcomes.count("JobSet applied") == 1
+    assert outcomes.count("JobSet created") == 1
     assert sum("duplicate" in m for m in outcomes) == 2
 
 

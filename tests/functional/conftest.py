@@ -21,12 +21,10 @@ from google.cloud import pubsub_v1
 from sandbox.kubeapi import KubeApiServer, start_kube_api
 from sandbox.pubsub import PubSubServer, start_pubsub
 from shared import kube, pubsub
-from shared.kube import JOBSETS, NAMESPACES
+from shared.kube import JOBSETS
+from tests.jobs_fixtures import PROJECT, REPO, jobs_environment, provision_jobs
 
-REPO = Path(__file__).resolve().parents[2]
 EVENTS = REPO / "tests" / "events"
-CONFIG = REPO / "tests" / "data" / "config.yaml"
-PROJECT = "accelops-test"
 REJECTIONS_SUB = f"projects/{PROJECT}/subscriptions/rejections-audit"
 
 
@@ -80,27 +78,12 @@ def cluster(kube_api: KubeApiServer, pubsub_api: PubSubServer, tmp_path: Path,
             monkeypatch: pytest.MonkeyPatch) -> Iterator[kube.KubeClient]:
     """The function's environment, team namespaces, the rejections topic and a pull
     subscription on it; yields a Kubernetes client for reading results back."""
-    kubeconfig = kube_api.write_kubeconfig(tmp_path / "kubeconfig")
-    for key, value in {
-        "KUBECONFIG": str(kubeconfig), "PUBSUB_EMULATOR_HOST": pubsub_api.address,
-        "ACCELOPS_CONFIG": str(CONFIG), "ACCELOPS_PROJECT": PROJECT,
-    }.items():
+    for key, value in jobs_environment(kube_api, pubsub_api, tmp_path).items():
         monkeypatch.setenv(key, value)
-    kube.reset_client()
-    pubsub.reset_client()
-    client = kube.get_client()
-    for namespace in ("research", "inference"):
-        client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                   "metadata": {"name": namespace}})
-    publisher = pubsub_v1.PublisherClient()
-    subscriber = pubsub_v1.SubscriberClient()
-    topic = publisher.topic_path(PROJECT, "job-rejections")
-    publisher.create_topic(name=topic)
-    subscriber.create_subscription(name=REJECTIONS_SUB, topic=topic)
+    client = provision_jobs(pubsub_api, REJECTIONS_SUB)
     try:
         yield client
     finally:
-        subscriber.close()
         kube.reset_client()
         pubsub.reset_client()
 

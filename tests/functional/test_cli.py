@@ -11,7 +11,8 @@ import yaml
 from sandbox.pubsub import SubscriptionConfig
 from shared.cli import main
 from shared.tpu import catalogue
-from tests.functional.conftest import CONFIG, REPO, job_request
+from tests.functional.conftest import REPO, job_request
+from tests.jobs_fixtures import CONFIG
 
 REQUEST = REPO / "sandbox" / "requests" / "llama-multislice.json"
 
@@ -46,7 +47,7 @@ def test_render_prints_the_jobset_yaml_and_publishes_nothing(capsys, monkeypatch
     ("content", "message"),
     [
         (None, "cannot read"),
-        ("{not json", "is not valid JSON: Expecting property name"),
+        ("{not json", "is not JSON: Expecting property name"),
         (json.dumps({**job_request(), "tpu": {"type": "v5litepod-16", "slices": 9}}),
          "[tpu.slices]"),
         (json.dumps({**job_request(), "hostNetwork": True}), "hostNetwork: unknown field"),

@@ -13,7 +13,8 @@ from google.cloud import storage as gcs
 from shared import storage
 from shared.errors import NotFoundError
 from shared.kube import JOBSETS
-from tests.functional.conftest import CONFIG, load_event
+from tests.functional.conftest import load_event
+from tests.jobs_fixtures import CONFIG
 
 
 @pytest.fixture

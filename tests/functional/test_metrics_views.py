@@ -45,6 +45,25 @@ def test_the_summary_view_gives_counts_rates_and_percentiles(two_runs):
     assert summary.tokens_per_s == pytest.approx(16 * 200 / 19.9)
 
 
+@pytest.mark.parametrize("minority_first", [True, False])
+def test_the_summary_names_the_model_most_requests_aimed_at(ingest_client, metrics_store,
+                                                             minority_first):
+    template = stored_records()[0]
+    batches = [["no-such-model"] * 4, ["toy-lm"] * 6, ["toy-lm"] * 6]
+    if not minority_first:
+        batches.reverse()
+    sent = []
+    for number, models in enumerate(batches):
+        records = [dict(template, test_id="run-m", model_name=model,
+                        start_time=1795255200 + len(sent) + i) for i, model in enumerate(models)]
+        sent += models
+        ingest_client.post("/", json=envelope(records, message_id=f"mm{number}"))
+
+    summary = BigQueryMetrics.from_env().summary("run-m")
+
+    assert summary.model_name == max(set(sent), key=sent.count) == "toy-lm"
+
+
 def test_the_per_second_series_covers_the_run_in_order(two_runs):
     series = BigQueryMetrics.from_env().series("run-b", per="second")
 

@@ -47,8 +47,6 @@ def gke_api(kube_api: KubeApiServer, clock: SimClock, cluster: kube.KubeClient,
     monkeypatch.setenv("ACCELOPS_GKE_ENDPOINT", server.url)
     monkeypatch.setenv("ACCELOPS_LOCATION", "us-central2-b")
     monkeypatch.setenv("ACCELOPS_CLUSTER", "sandbox")
-    cluster.create(kube.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                     "metadata": {"name": "accelops-system"}})
     try:
         yield server
     finally:

@@ -205,7 +205,7 @@ def test_an_unusable_configuration_is_retried_not_rejected(app_client, cluster, 
     assert pull_rejections() == []
 
 
-def test_an_event_that_is_not_a_pubsub_message_is_acknowledged_without_effect(
+def test_an_event_that_is_not_a_pubsub_message_is_answered_400_with_its_reason(
     app_client, cluster
 ):
     headers, body = to_binary(CloudEvent(
@@ -214,8 +214,10 @@ def test_an_event_that_is_not_a_pubsub_message_is_acknowledged_without_effect(
 
     response = app_client.post("/", headers=headers, data=body)
 
-    assert response.status_code == 200
+    assert response.status_code == 400
+    assert "no 'message' object" in response.get_data(as_text=True)
     assert jobsets(cluster) == []
+    assert pull_rejections() == []
 
 
 def test_the_rejection_path_never_imports_the_kubernetes_or_container_clients(

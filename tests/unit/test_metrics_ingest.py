@@ -89,7 +89,7 @@ def test_data_that_is_not_json_becomes_one_rejection_for_the_whole_message():
     [rejection] = parsed.rejections
     assert rejection["row_key"] == "m4:message"
     assert rejection["record_index"] is None
-    assert rejection["reason"].startswith("data: not UTF-8 JSON")
+    assert rejection["reason"].startswith("message data is not UTF-8 text")
 
 
 def test_a_single_record_object_is_accepted_like_a_one_element_array():
