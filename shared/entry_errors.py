@@ -52,7 +52,7 @@ def answer_error(error: Exception, modules: tuple[str, ...],
     if isinstance(error, HTTPException):
         return error  # the framework's own 4xx answers stand
     if isinstance(error, InvalidEventError):
-        reason = error.message  # the handler logged it with its fields
+        reason = clean(error.message, _REASON_CHARS).text  # the handler logged it
     elif _raised_in(error.__traceback__, modules):
         return crash(error)
     else:
@@ -60,7 +60,7 @@ def answer_error(error: Exception, modules: tuple[str, ...],
                        f"{type(error).__name__}: {error}", _REASON_CHARS).text
         configure()
         get_logger("accelops.entry").error(reason, error=type(error).__name__, status=400)
-    return clean(reason, _REASON_CHARS).text, 400, {"Content-Type": "text/plain; charset=utf-8"}
+    return reason, 400, {"Content-Type": "text/plain; charset=utf-8"}
 
 
 def install(errorhandler: Any, crash: Callable[[Exception], Any], entry_module: str) -> None:

@@ -6,7 +6,7 @@ semantics: return → 2xx (ack); :class:`TransientError` (or anything unexpected
 propagates → 5xx (Pub/Sub retries with backoff, then dead-letters);
 :class:`PermanentError` → logged with its reason and acknowledged. An event that is
 not a Pub/Sub message at all raises :class:`InvalidEventError`, which the entry
-points answer with 400 (see ``functions/errors.py``).
+points answer with 400 (see ``shared/entry_errors.py``).
 """
 
 from __future__ import annotations

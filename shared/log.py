@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
+from shared.safetext import lone_surrogate
+
 __all__ = ["StructuredLogger", "bind_event", "configure", "get_logger"]
 
 _event_fields: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar(
@@ -50,13 +52,9 @@ class JsonFormatter(logging.Formatter):
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         line = json.dumps(entry, default=str, ensure_ascii=False)
-        if line.isascii():
-            return line
-        try:
-            line.encode("utf-8")
-        except UnicodeEncodeError:
-            # A lone surrogate from user input (JSON's "\ud800") cannot be written as
-            # UTF-8; escaped, the line is still valid JSON and the entry is not lost.
+        if lone_surrogate(line) is not None:
+            # User input (JSON's "\ud800") that cannot be written as UTF-8; escaped,
+            # the line is still valid JSON and the entry is not lost.
             line = json.dumps(entry, default=str)
         return line
 

@@ -36,6 +36,7 @@ from functools import partial
 from typing import Any
 
 from shared.errors import PermanentError
+from shared.safetext import lone_surrogate
 
 __all__ = [
     "DuplicateKeys",
@@ -49,7 +50,6 @@ __all__ = [
     "lone_surrogate",
 ]
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
 # How much of an object key a path shows: keys are user text of any length.
 _PATH_KEY_CHARS = 64
 
@@ -294,15 +294,6 @@ def _parsing() -> Iterator[None]:
 
 
 # ------------------------------------------------------------------------------ check
-def lone_surrogate(text: str) -> int | None:
-    """The index of the first lone surrogate in ``text``: JSON's ``\\ud800`` escapes
-    decode to one, and no UTF-8 encoder (BigQuery, Pub/Sub, Kubernetes) accepts it."""
-    if text.isascii():
-        return None
-    match = _SURROGATE.search(text)
-    return match.start() if match else None
-
-
 def _string_rule(text: str, limits: Limits) -> str | None:
     if len(text) > limits.max_string_chars:
         return (f"a string of at most {limits.max_string_chars:,} characters "
@@ -361,8 +352,7 @@ def check(value: Any, limits: Limits, path: tuple[str | int, ...] = ()) -> Probl
 
 
 def _plain_string(text: str, limits: Limits) -> bool:
-    return len(text) <= limits.max_string_chars and (
-        text.isascii() or _SURROGATE.search(text) is None)
+    return len(text) <= limits.max_string_chars and lone_surrogate(text) is None
 
 
 def _plain_object(value: Any, limits: Limits, bound: int) -> bool:

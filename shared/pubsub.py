@@ -22,7 +22,7 @@ from shared.errors import (
     RateLimitedError,
     UnavailableError,
 )
-from shared.safetext import clean
+from shared.safetext import clean, lone_surrogate
 
 __all__ = [
     "ATTRIBUTE_KEY_MAX_BYTES",
@@ -90,11 +90,8 @@ def reset_client() -> None:
 
 def valid_attribute_key(key: str) -> bool:
     """Whether Pub/Sub accepts ``key`` as an attribute name."""
-    try:
-        size = len(key.encode("utf-8"))
-    except UnicodeEncodeError:
-        return False
-    return 0 < size <= ATTRIBUTE_KEY_MAX_BYTES and not key.startswith("goog")
+    return (lone_surrogate(key) is None and 0 < len(key.encode("utf-8")) <= ATTRIBUTE_KEY_MAX_BYTES
+            and not key.startswith("goog"))
 
 
 def _clip(value: str) -> str:

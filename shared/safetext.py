@@ -20,9 +20,19 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Clean", "clean", "clip", "preview"]
+__all__ = ["Clean", "clean", "clip", "lone_surrogate", "preview"]
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def lone_surrogate(text: str) -> int | None:
+    """The index of the first lone surrogate in ``text``, or None when it has none —
+    that is, exactly when it can be encoded as UTF-8. JSON's ``\\ud800`` escapes decode
+    to one, and no UTF-8 encoder (BigQuery, Pub/Sub, Kubernetes, a log line) accepts it."""
+    if text.isascii():
+        return None
+    match = _SURROGATE.search(text)
+    return match.start() if match else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,7 +60,7 @@ def clean(text: str, max_chars: int, *, max_original_bytes: int = 16_384) -> Cle
     from which the exact text can be recovered.
     """
     original: str | None = None
-    if not text.isascii() and _SURROGATE.search(text):
+    if lone_surrogate(text) is not None:
         raw = text.encode("utf-8", "surrogatepass")[:max_original_bytes]
         original = base64.b64encode(raw).decode("ascii")
         text = _SURROGATE.sub("\ufffd", text)
