@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test lint unit fuzz bench sandbox-up sandbox-down clean
+.PHONY: venv demo test test-emulator lint deploy-check unit fuzz bench sandbox-up sandbox-down clean checkov
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -25,8 +25,19 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy shared sandbox functions services
 	$(VENV)/bin/lint-imports
 
-test: lint
+# The deployment, offline: generated files current, HCL formatted, policy checked
+# (kustomize builds, strict manifest validation and HCL consistency run in pytest).
+deploy-check: $(STAMP) checkov
+	$(VENV)/bin/accelops deploy generate --check
+	CHECKPOINT_DISABLE=1 terraform fmt -check -recursive terraform
+
+test: lint deploy-check
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The e2e suite with the sandbox on Google's Pub/Sub emulator instead of the stand-in
+# (tests that rely on one of the emulator's departures from Pub/Sub are skipped).
+test-emulator: $(STAMP)
+	ACCELOPS_SANDBOX_PUBSUB=emulator $(PY) -m pytest tests/e2e $(PYTEST_ARGS)
 
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
@@ -49,5 +60,18 @@ sandbox-up: $(STAMP)
 sandbox-down: $(STAMP)
 	$(VENV)/bin/accelops sandbox down
 
+# Policy checks of terraform/. checkov's dependencies conflict with the project's,
+# so it gets its own virtual environment.
+CHECKOV_VENV := .venv-checkov
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed-stamp
+
+$(CHECKOV_STAMP):
+	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet 'checkov>=3.3,<4'
+	@touch $(CHECKOV_STAMP)
+
+checkov: $(CHECKOV_STAMP)
+	CHECKPOINT_DISABLE=1 $(CHECKOV_VENV)/bin/checkov -d terraform --framework terraform --skip-download --compact --quiet
+
 clean:
-	rm -rf $(VENV) .sandbox bench-results .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(CHECKOV_VENV) .sandbox bench-results .mypy_cache .ruff_cache

@@ -31,6 +31,7 @@ from sandbox.loadtest import (
 )
 from sandbox.runner import Sandbox, SandboxError
 from sandbox.topology import FUNCTIONS, PROJECT
+from shared.config import Topics
 from shared.errors import AccelopsError
 from shared.kube import JOBSETS
 from shared.metrics.views import BigQueryMetrics
@@ -79,7 +80,7 @@ def _wait_for(predicate: Any, what: str, timeout: float = WAIT_SECONDS) -> Any:
 
 
 def _pull_rejections(subscriber: Any, want: int) -> list[Any]:
-    path = subscriber.subscription_path(PROJECT, "job-rejections-sandbox")
+    path = subscriber.subscription_path(PROJECT, f"{Topics().rejections}-sandbox")
     got: list[Any] = []
 
     def more() -> bool:
@@ -135,7 +136,7 @@ def run_scenario(sandbox: Sandbox, reports: Path = Path("reports")) -> dict[str,
 
     publisher = pubsub_v1.PublisherClient()
     subscriber = pubsub_v1.SubscriberClient()
-    topic = publisher.topic_path(PROJECT, "job-requests")
+    topic = publisher.topic_path(PROJECT, Topics().job_requests)
     try:
         print("\n1. publishing job requests to", topic)
         sent: dict[str, tuple[str, bytes]] = {}

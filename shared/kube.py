@@ -10,10 +10,11 @@ Objects are plain dicts addressed by :class:`Resource`, so built-in kinds and
 custom resources (JobSets, Kueue objects) go through one generic path built on the
 client's own request machinery (auth, TLS, serialisation). Every client error is
 translated here into a domain error: 404 → NotFoundError, 409 → ConflictError,
-400/422 → PermanentError, 429 → RateLimitedError, 401/403/5xx and connection
-failures → TransientError, so business code decides ack or retry without knowing
-the client. Writes say more: a create's 409 is AlreadyExistsError, and a 404 on a
-create or apply is MissingTargetError (transient: the namespace or CRD is missing).
+400/422 → PermanentError, 429 → RateLimitedError, 401/403 → PermissionDeniedError
+(a deployment error), 5xx and connection failures → UnavailableError, so business
+code decides ack or retry without knowing the client. Writes say more: a create's
+409 is AlreadyExistsError, and a 404 on a create or apply is MissingTargetError (a
+deployment error: the namespace or CRD is missing).
 """
 
 from __future__ import annotations
@@ -33,12 +34,13 @@ from shared.config import Settings
 from shared.errors import (
     AccelopsError,
     AlreadyExistsError,
+    ConfigError,
     ConflictError,
     MissingTargetError,
     NotFoundError,
     PermanentError,
+    PermissionDeniedError,
     RateLimitedError,
-    TransientError,
     UnavailableError,
 )
 from shared.log import get_logger
@@ -49,6 +51,7 @@ __all__ = [
     "NAMESPACES",
     "NODES",
     "PODS",
+    "SUBJECT_ACCESS_REVIEWS",
     "KubeClient",
     "Resource",
     "get_client",
@@ -89,6 +92,8 @@ NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
 PODS = Resource("", "v1", "pods")
 NODES = Resource("", "v1", "nodes", namespaced=False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases")
+SUBJECT_ACCESS_REVIEWS = Resource("authorization.k8s.io", "v1", "subjectaccessreviews",
+                                  namespaced=False)
 
 
 class KubeClient:
@@ -239,8 +244,10 @@ def _translated(what: str) -> Iterator[None]:
             error = RateLimitedError(message)
         elif code in (400, 422):
             error = PermanentError(message)
+        elif code in (401, 403):
+            # An RBAC binding or a token an operator must fix: not the event's fault.
+            error = PermissionDeniedError(message)
         else:
-            # 401/403 may be an RBAC or token problem an operator fixes; 5xx passes.
             error = UnavailableError(message)
         raise error from exc
     except (urllib3.exceptions.HTTPError, OSError) as exc:
@@ -270,16 +277,22 @@ def _build_api_client(settings: Settings) -> Any:
 
     configuration = k8s.Configuration()
     if settings.kubeconfig:
+        import yaml
         from kubernetes import config as k8s_config
 
         try:
             k8s_config.load_kube_config(  # type: ignore[no-untyped-call]
                 config_file=settings.kubeconfig,
                                         client_configuration=configuration)
-        except (k8s_config.ConfigException, OSError) as exc:
-            raise TransientError(f"KUBECONFIG {settings.kubeconfig} is unusable: {exc}") from exc
+        # The loader lets YAML and shape errors escape as they are: any failure to
+        # read the file is the same deployment mistake.
+        except (k8s_config.ConfigException, OSError, ValueError, TypeError, KeyError,
+                AttributeError, yaml.YAMLError) as exc:
+            raise ConfigError(f"KUBECONFIG {settings.kubeconfig} is unusable: {exc}",
+                              field="KUBECONFIG") from exc
     else:
-        settings.require("project", "location", "cluster")
+        if not (settings.location and settings.cluster):
+            settings.require("project", "location", "cluster")
         _configure_from_gke(configuration, settings)
     # One quick retry on a dropped connection; anything longer is Pub/Sub's job.
     configuration.retries = 1

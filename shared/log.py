@@ -77,6 +77,10 @@ class StructuredLogger:
     def error(self, message: str, **fields: Any) -> None:
         self._log(logging.ERROR, message, fields)
 
+    def at(self, level: str, message: str, **fields: Any) -> None:
+        """Log at a level given by name ("warning", "error", ...)."""
+        self._log(logging.getLevelNamesMapping()[level.upper()], message, fields)
+
     def exception(self, message: str, **fields: Any) -> None:
         self._log(logging.ERROR, message, fields, exc_info=True)
 

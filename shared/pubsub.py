@@ -17,8 +17,9 @@ from typing import Any
 from shared.clients import ClientCache
 from shared.errors import (
     ConfigError,
-    NotFoundError,
+    MissingTargetError,
     PermanentError,
+    PermissionDeniedError,
     RateLimitedError,
     UnavailableError,
 )
@@ -30,8 +31,10 @@ __all__ = [
     "MAX_ATTRIBUTES",
     "MAX_MESSAGE_BYTES",
     "MAX_PUBLISH_MESSAGES",
+    "get_subscription",
     "publish",
     "reset_client",
+    "topic_exists",
     "topic_path",
     "valid_attribute_key",
     "warm_up",
@@ -84,8 +87,9 @@ def warm_up() -> None:
 
 
 def reset_client() -> None:
-    """Forget the cached publisher (tests that switch endpoints)."""
+    """Forget the cached clients (tests that switch endpoints)."""
     _publishers.reset()
+    _subscribers.reset()
 
 
 def valid_attribute_key(key: str) -> bool:
@@ -120,7 +124,8 @@ def publish(project: str, topic: str, data: bytes, attributes: dict[str, str] | 
 
     ``timeout`` (seconds) bounds the client's retries and the wait for them.
     Attribute values are made to fit (UTF-8, 1024 bytes); keys are the caller's to
-    get right. Raises NotFoundError when the topic does not exist, RateLimitedError or
+    get right. Raises MissingTargetError when the topic does not exist,
+    PermissionDeniedError without the publisher role, RateLimitedError or
     UnavailableError when Pub/Sub cannot take it now, ConfigError without
     credentials, PermanentError when it (or the client, before sending) refuses the
     message.
@@ -136,7 +141,9 @@ def publish(project: str, topic: str, data: bytes, attributes: dict[str, str] | 
         # cause) arrives before this wait gives up.
         return str(future.result(timeout=timeout + 1.0))
     except gexc.NotFound as exc:
-        raise NotFoundError(f"topic {path} does not exist") from exc
+        raise MissingTargetError(f"topic {path} does not exist") from exc
+    except (gexc.PermissionDenied, gexc.Unauthenticated) as exc:
+        raise PermissionDeniedError(f"publishing to {path}: {exc}") from exc
     except auth_exc.DefaultCredentialsError as exc:
         raise ConfigError(f"no credentials to publish to {path}: {exc}") from exc
     except (gexc.TooManyRequests, gexc.ResourceExhausted) as exc:
@@ -152,3 +159,61 @@ def publish(project: str, topic: str, data: bytes, attributes: dict[str, str] | 
         raise UnavailableError(f"publishing to {path}: no answer within {timeout:g} s") from exc
     except (gexc.GoogleAPICallError, gexc.RetryError, OSError) as exc:
         raise UnavailableError(f"publishing to {path}: {exc}") from exc
+
+
+# --- reading the deployment (accelops doctor) --------------------------------------
+
+_subscribers: ClientCache[Any] = ClientCache()
+ADMIN_TIMEOUT = 10.0
+
+
+def _subscriber() -> Any:
+    def build() -> Any:
+        from google.cloud import pubsub_v1  # type: ignore[attr-defined]
+
+        return pubsub_v1.SubscriberClient()
+
+    return _subscribers.get(None, build)
+
+
+def _admin_call(what: str, call: Any) -> Any:
+    """Run one admin read; None when the resource does not exist."""
+    from google.api_core import exceptions as gexc
+
+    try:
+        return call()
+    except gexc.NotFound:
+        return None
+    except (gexc.PermissionDenied, gexc.Unauthenticated) as exc:
+        raise PermissionDeniedError(f"{what}: {exc}") from exc
+    except (gexc.GoogleAPICallError, gexc.RetryError, OSError) as exc:
+        raise UnavailableError(f"{what}: {exc}") from exc
+
+
+def topic_exists(project: str, topic: str) -> bool:
+    path = topic_path(project, topic)
+    found = _admin_call(f"topic {path}", lambda: _client().get_topic(
+        request={"topic": path}, timeout=ADMIN_TIMEOUT))
+    return found is not None
+
+
+def get_subscription(project: str, subscription: str) -> dict[str, Any] | None:
+    """The settings of a subscription that accelops deploys, or None when it is absent."""
+    path = f"projects/{project}/subscriptions/{subscription}"
+    sub = _admin_call(f"subscription {path}", lambda: _subscriber().get_subscription(
+        request={"subscription": path}, timeout=ADMIN_TIMEOUT))
+    if sub is None:
+        return None
+    retry, dead_letter, push = sub.retry_policy, sub.dead_letter_policy, sub.push_config
+    return {
+        "topic": sub.topic,
+        "push_endpoint": push.push_endpoint,
+        "oidc_service_account": push.oidc_token.service_account_email,
+        "ack_deadline_seconds": sub.ack_deadline_seconds,
+        "minimum_backoff": retry.minimum_backoff.total_seconds()
+        if retry.minimum_backoff else None,
+        "maximum_backoff": retry.maximum_backoff.total_seconds()
+        if retry.maximum_backoff else None,
+        "dead_letter_topic": dead_letter.dead_letter_topic,
+        "max_delivery_attempts": dead_letter.max_delivery_attempts,
+    }

@@ -33,6 +33,7 @@ from sandbox.cluster.objects import Obj, timestamp
 from sandbox.cluster.simulation import Simulation
 from sandbox.gke import GkeState, start_gke_api
 from sandbox.kubeapi import ObjectStore, start_kube_api
+from sandbox.kubeapi.tls import ServingCertificate
 from sandbox.scheduler import ScheduledJob, Scheduler
 
 log = logging.getLogger("sandbox.cluster")
@@ -51,6 +52,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--location", required=True)
     parser.add_argument("--cluster", required=True)
     parser.add_argument("--kubeconfig", help="write a kubeconfig for the Kubernetes API here")
+    parser.add_argument("--token-auth-file",
+                        help="token,user,uid,groups CSV: authenticate and authorize (RBAC)")
+    parser.add_argument("--access-log", help="one JSON line per Kubernetes API request")
+    parser.add_argument("--tls-cert", help="PEM certificate to serve HTTPS with (with --tls-key)")
+    parser.add_argument("--tls-key", help="PEM private key of --tls-cert")
     parser.add_argument("--pubsub-host", help="host:port of the (sandbox) Pub/Sub endpoint")
     parser.add_argument("--unschedulable-topic",
                         help="topic receiving FailedScheduling log entries")
@@ -118,8 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     clock = load_clock(state_dir / "clock.json", args.speed)
     store = ObjectStore(clock=clock)
     cluster = ClusterRef(args.project, args.location, args.cluster)
+    # A certificate from files survives restarts, so kubeconfigs written for it stay valid.
+    certificate = (ServingCertificate(Path(args.tls_cert).read_bytes(),
+                                      Path(args.tls_key).read_bytes())
+                   if args.tls_cert and args.tls_key else None)
     kube = start_kube_api("127.0.0.1", args.kube_port, state_file=state_dir / "kube-state.json",
-                          clock=clock, store=store)
+                          clock=clock, store=store, token_file=args.token_auth_file,
+                          access_log=args.access_log, certificate=certificate)
     gke_state = GkeState(clock)
     gke_state.add_cluster(cluster.project, cluster.location, cluster.name, kube.url)
     gke = start_gke_api(gke_state, "127.0.0.1", args.gke_port,

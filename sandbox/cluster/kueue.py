@@ -2,13 +2,18 @@
 
 A JobSet labelled ``kueue.x-k8s.io/queue-name`` gets a Workload
 (``kueue.x-k8s.io/v1beta1``, ``jobset-<name>-<5 hex>``, owned by the JobSet) and
-stays suspended until the ClusterQueue its LocalQueue points at has unused
-``google.com/tpu`` quota for it:
-
-* quota = sum of ``nominalQuota`` over ``spec.resourceGroups[].flavors[].resources[]``
-  named ``google.com/tpu``;
-* usage = chips of the admitted, unfinished JobSets of that ClusterQueue;
-* request = sum of replicas * parallelism * chips per pod over the replicated jobs.
+stays suspended until the ClusterQueue its LocalQueue points at can assign each
+of its pod sets (replicated jobs; replicas * parallelism * chips per pod) a
+ResourceFlavor with unused ``google.com/tpu`` quota whose ``nodeLabels`` suit
+the pods' nodeSelector. :mod:`sandbox.cluster.flavors` does that assignment as
+Kueue does; admission records the flavors in the Workload's
+``podSetAssignments`` and adds their nodeLabels to the pods' nodeSelector. A
+ClusterQueue naming a flavor without a ResourceFlavor object is inactive
+(``FlavorNotFound``) and its workloads stay pending ("ClusterQueue X is
+inactive"). Sandbox concession: while the cluster has no ResourceFlavor at all,
+flavors count as existing and without nodeLabels instead (queues with one flavor
+``tpu`` and no ResourceFlavor object, as the sandbox has long provisioned them,
+keep admitting).
 
 Pending JobSets are admitted in order: priority (``kueue.x-k8s.io/priority-class``,
 a WorkloadPriorityClass's value or high > medium > low), then creation time.
@@ -19,7 +24,7 @@ A finished JobSet (condition Completed or Failed) releases its quota; a Workload
 with ``spec.active: false`` is evicted (JobSet suspended again).
 
 Not simulated: cohorts and borrowing, preemption, namespaceSelector, admission
-checks, resources other than ``google.com/tpu``.
+checks, flavor taints and tolerations, resources other than ``google.com/tpu``.
 """
 
 from __future__ import annotations
@@ -30,18 +35,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox.clock import SimClock
+from sandbox.cluster.flavors import (
+    Assignment,
+    Flavor,
+    admitted_usage,
+    assign_flavors,
+    inactive_message,
+    missing_flavors,
+    tpu_flavors,
+)
 from sandbox.cluster.objects import (
     ANNOTATION_ADMITTED_AT,
     CLUSTER_QUEUES,
-    JOBSET_API_VERSION,
     JOBSETS,
-    LABEL_KUEUE_JOB_UID,
-    LABEL_PRIORITY,
     LABEL_QUEUE,
     LOCAL_QUEUES,
     RESOURCE_FLAVORS,
     TPU_RESOURCE,
-    WORKLOAD_API_VERSION,
     WORKLOAD_PRIORITY_CLASSES,
     WORKLOADS,
     Obj,
@@ -54,14 +64,18 @@ from sandbox.cluster.objects import (
     meta,
     name_of,
     namespace_of,
-    owner_reference,
-    parse_quantity,
     patch_quietly,
     record_event,
-    short_digest,
     timestamp,
-    tpu_request,
     uid_of,
+)
+from sandbox.cluster.workloads import (
+    flavored_replicated_jobs,
+    jobset_tpu_request,
+    pod_set_assignments,
+    pod_sets,
+    workload_body,
+    workload_name,
 )
 from sandbox.kubeapi import ApiError, ObjectStore
 
@@ -70,7 +84,6 @@ __all__ = [
     "KueueController",
     "jobset_finished",
     "jobset_tpu_request",
-    "tpu_quota",
     "workload_name",
 ]
 
@@ -78,54 +91,26 @@ COMPONENT = "kueue-admission"
 DEFAULT_PRIORITIES: dict[str, int] = {"high": 300, "medium": 200, "low": 100}
 
 
-def workload_name(jobset: Mapping[str, Any]) -> str:
-    """``jobset-<name>-<5 hex>``, as Kueue names the Workload of a JobSet."""
-    digest = short_digest(name_of(jobset), uid_of(jobset), "JobSet", "jobset.x-k8s.io", length=5)
-    return f"jobset-{name_of(jobset)}"[:246] + f"-{digest}"
-
-
 def jobset_finished(jobset: Mapping[str, Any]) -> bool:
     return is_true(jobset, "Completed") or is_true(jobset, "Failed")
 
 
-def _replicated_jobs(jobset: Mapping[str, Any]) -> list[Obj]:
-    return list((jobset.get("spec") or {}).get("replicatedJobs") or [])
+def _add_usage(usage: dict[str, int], more: Mapping[str, int]) -> None:
+    for flavor, chips in more.items():
+        usage[flavor] = usage.get(flavor, 0) + chips
 
 
-def _pod_count(rjob: Mapping[str, Any]) -> int:
-    job_spec = ((rjob.get("template") or {}).get("spec")) or {}
-    parallelism = job_spec.get("parallelism")
-    return int(rjob.get("replicas", 1)) * int(1 if parallelism is None else parallelism)
-
-
-def _pod_spec(rjob: Mapping[str, Any]) -> Obj:
-    job_spec = ((rjob.get("template") or {}).get("spec")) or {}
-    return dict(((job_spec.get("template") or {}).get("spec")) or {})
-
-
-def jobset_tpu_request(jobset: Mapping[str, Any]) -> int:
-    """Chips a JobSet needs at once: sum of replicas * parallelism * chips per pod."""
-    return sum(_pod_count(rj) * tpu_request(_pod_spec(rj)) for rj in _replicated_jobs(jobset))
-
-
-def tpu_quota(cluster_queue: Mapping[str, Any]) -> tuple[int, str | None]:
-    """(nominal ``google.com/tpu`` quota, first flavor offering it) of a ClusterQueue."""
-    total = 0.0
-    flavor: str | None = None
-    for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or []:
-        for entry in group.get("flavors") or []:
-            for resource in entry.get("resources") or []:
-                if resource.get("name") == TPU_RESOURCE:
-                    total += parse_quantity(resource.get("nominalQuota", 0))
-                    flavor = flavor or str(entry.get("name", ""))
-    return round(total), flavor
+# Per ClusterQueue: its google.com/tpu flavors (None: none covers it) and the
+# flavors it names that have no ResourceFlavor object.
+_QueueFlavors = dict[str, tuple[list[Flavor] | None, list[str]]]
+# Chips admitted per ClusterQueue and flavor.
+_Usage = dict[str, dict[str, int]]
 
 
 @dataclass
 class _Candidate:
     jobset: Obj
     workload: Obj
-    request: int
     priority: int
     order: int
     local_queue: Obj | None
@@ -149,7 +134,8 @@ class KueueController:
         local_queues = {(namespace_of(q), name_of(q)): q for q in self.store.list(*LOCAL_QUEUES)}
         cluster_queues = {name_of(q): q for q in self.store.list(*CLUSTER_QUEUES)}
         priorities = self._priority_values()
-        usage: dict[str, int] = {}
+        queue_flavors = self._queue_flavors(cluster_queues)
+        usage: _Usage = {}
         admitted_count: dict[str, int] = {}
         lq_counts: dict[tuple[str, str], list[int]] = {}
         candidates: list[_Candidate] = []
@@ -180,7 +166,7 @@ class KueueController:
                 admitted = False
             if admitted:
                 cq = str(admission.get("clusterQueue", ""))
-                usage[cq] = usage.get(cq, 0) + jobset_tpu_request(jobset)
+                _add_usage(usage.setdefault(cq, {}), admitted_usage(admission))
                 admitted_count[cq] = admitted_count.get(cq, 0) + 1
                 lq_counts.setdefault((namespace_of(jobset), queue), [0, 0])[1] += 1
                 if (jobset.get("spec") or {}).get("suspend"):
@@ -192,22 +178,31 @@ class KueueController:
             cq_name = (local_queue.get("spec") or {}).get("clusterQueue") if local_queue else None
             lq_counts.setdefault((namespace_of(jobset), queue), [0, 0])[0] += 1
             candidates.append(_Candidate(
-                jobset=jobset, workload=workload, request=jobset_tpu_request(jobset),
+                jobset=jobset, workload=workload,
                 priority=int((workload.get("spec") or {}).get("priority") or 0),
                 order=self._order(jobset), local_queue=local_queue,
                 cluster_queue=str(cq_name) if cq_name else None))
 
         live = {uid_of(js) for js in jobsets}
         self._seen = {uid: order for uid, order in self._seen.items() if uid in live}
-        pending_count = self._admit(candidates, cluster_queues, usage, admitted_count, lq_counts)
-        self._update_queue_statuses(cluster_queues, local_queues, usage, admitted_count,
-                                    pending_count, lq_counts)
+        pending_count = self._admit(candidates, cluster_queues, queue_flavors, usage,
+                                    admitted_count, lq_counts)
+        self._update_queue_statuses(cluster_queues, local_queues, queue_flavors, usage,
+                                    admitted_count, pending_count, lq_counts)
 
     def _order(self, jobset: Obj) -> int:
         uid = uid_of(jobset)
         if uid not in self._seen:
             self._seen[uid] = next(self._sequence)
         return self._seen[uid]
+
+    def _queue_flavors(self, cluster_queues: Mapping[str, Obj]) -> _QueueFlavors:
+        objects = {name_of(f): f for f in self.store.list(*RESOURCE_FLAVORS)}
+        labels = {name: dict((f.get("spec") or {}).get("nodeLabels") or {})
+                  for name, f in objects.items()}
+        # No ResourceFlavor at all: the sandbox's bare flavor names (module docstring).
+        return {name: (tpu_flavors(cq, labels), missing_flavors(cq, objects) if objects else [])
+                for name, cq in cluster_queues.items()}
 
     def _priority_values(self) -> dict[str, int]:
         values = dict(DEFAULT_PRIORITIES)
@@ -224,7 +219,8 @@ class KueueController:
         self,
         candidates: list[_Candidate],
         cluster_queues: Mapping[str, Obj],
-        usage: dict[str, int],
+        queue_flavors: _QueueFlavors,
+        usage: _Usage,
         admitted_count: dict[str, int],
         lq_counts: dict[tuple[str, str], list[int]],
     ) -> dict[str, int]:
@@ -244,53 +240,33 @@ class KueueController:
                 message = f"ClusterQueue {cand.cluster_queue} doesn't exist"
             elif inactive:
                 reason, message = "Inactive", "The workload is deactivated"
+            elif queue_flavors[name_of(cq)][1]:
+                pending[name_of(cq)] = pending.get(name_of(cq), 0) + 1
+                reason, message = "Inadmissible", f"ClusterQueue {name_of(cq)} is inactive"
             else:
                 name = name_of(cq)
-                quota, flavor = tpu_quota(cq)
-                free = quota - usage.get(name, 0)
-                behind = name in blocked
-                if not behind and cand.request <= free:
-                    usage[name] = usage.get(name, 0) + cand.request
+                used = usage.setdefault(name, {})
+                assignment = assign_flavors(pod_sets(cand.jobset), queue_flavors[name][0], used)
+                if assignment.fits and name not in blocked:
+                    _add_usage(used, assignment.usage)
                     admitted_count[name] = admitted_count.get(name, 0) + 1
                     counts = lq_counts.setdefault((namespace_of(cand.jobset), queue), [0, 0])
                     counts[0] -= 1
                     counts[1] += 1
-                    self._admit_one(cand, name, flavor)
+                    self._admit_one(cand, name, assignment)
                     continue
                 pending[name] = pending.get(name, 0) + 1
                 if (cq.get("spec") or {}).get("queueingStrategy") == "StrictFIFO":
                     blocked.add(name)
                 reason = "Pending"
-                if quota <= 0 and cand.request > 0:
-                    message = (f"couldn't assign flavors to pod set {self._podset(cand)}: "
-                               f"resource {TPU_RESOURCE} unavailable in ClusterQueue")
-                elif behind and cand.request <= free:
-                    message = "Workload is behind older workloads in a StrictFIFO ClusterQueue"
-                else:
-                    message = (f"couldn't assign flavors to pod set {self._podset(cand)}: "
-                               f"insufficient unused quota for {TPU_RESOURCE} in flavor "
-                               f"{flavor}, {cand.request - max(free, 0)} more needed")
+                message = assignment.message or \
+                    "Workload is behind older workloads in a StrictFIFO ClusterQueue"
             self._keep_pending(cand, reason, message)
         return pending
 
-    @staticmethod
-    def _podset(cand: _Candidate) -> str:
-        names = [str(rj.get("name", "")) for rj in _replicated_jobs(cand.jobset)]
-        return names[0] if names else "main"
-
-    def _admit_one(self, cand: _Candidate, cluster_queue: str, flavor: str | None) -> None:
+    def _admit_one(self, cand: _Candidate, cluster_queue: str, assigned: Assignment) -> None:
         now = timestamp(self.clock)
         jobset, workload = cand.jobset, cand.workload
-        assignments = []
-        for rjob in _replicated_jobs(jobset):
-            count = _pod_count(rjob)
-            chips = count * tpu_request(_pod_spec(rjob))
-            assignment: Obj = {"name": str(rjob.get("name", "")), "count": count,
-                               "flavors": {}, "resourceUsage": {}}
-            if chips:
-                assignment["flavors"][TPU_RESOURCE] = flavor
-                assignment["resourceUsage"][TPU_RESOURCE] = format_count(chips)
-            assignments.append(assignment)
         status = dict(workload.get("status") or {})
         conditions = condition(status.get("conditions"), "QuotaReserved", True, "QuotaReserved",
                                f"Quota reserved in ClusterQueue {cluster_queue}", now)
@@ -298,11 +274,11 @@ class KueueController:
                                "The workload is admitted", now)
         conditions = [c for c in conditions if c.get("type") != "Evicted"]
         status.update(admission={"clusterQueue": cluster_queue,
-                                 "podSetAssignments": assignments},
+                                 "podSetAssignments": pod_set_assignments(jobset, assigned)},
                       conditions=conditions)
         if not self._write_workload_status(workload, status):
             return
-        self._apply_flavor_node_labels(jobset, flavor)
+        self._apply_flavor_node_labels(jobset, assigned.pod_sets)
         self._unsuspend(jobset, now)
         record_event(self.store, self.clock, workload, reason="QuotaReserved",
                      message=f"Quota reserved in ClusterQueue {cluster_queue}",
@@ -352,31 +328,7 @@ class KueueController:
 
     def _create_workload(self, jobset: Obj, queue: str,
                          priorities: Mapping[str, int]) -> Obj | None:
-        priority_class = labels_of(jobset).get(LABEL_PRIORITY, "")
-        spec: Obj = {
-            "active": True,
-            "queueName": queue,
-            "priority": priorities.get(priority_class, 0),
-            "podSets": [
-                {"name": str(rj.get("name", "")), "count": _pod_count(rj),
-                 "template": ((rj.get("template") or {}).get("spec") or {}).get("template", {})}
-                for rj in _replicated_jobs(jobset)
-            ],
-        }
-        if priority_class:
-            spec["priorityClassName"] = priority_class
-            spec["priorityClassSource"] = "kueue.x-k8s.io/workloadpriorityclass"
-        body: Obj = {
-            "apiVersion": WORKLOAD_API_VERSION,
-            "kind": "Workload",
-            "metadata": {
-                "name": workload_name(jobset),
-                "namespace": namespace_of(jobset),
-                "labels": {LABEL_KUEUE_JOB_UID: uid_of(jobset)},
-                "ownerReferences": [owner_reference(jobset, JOBSET_API_VERSION, "JobSet")],
-            },
-            "spec": spec,
-        }
+        body = workload_body(jobset, queue, priorities)
         try:
             created = self.store.create(*WORKLOADS, body, namespace=namespace_of(jobset))
         except ApiError as exc:
@@ -417,20 +369,11 @@ class KueueController:
         self._patch_jobset(jobset, {"metadata": {"annotations": {ANNOTATION_ADMITTED_AT: None}},
                                     "spec": {"suspend": True}})
 
-    def _apply_flavor_node_labels(self, jobset: Obj, flavor: str | None) -> None:
-        """Kueue adds the ResourceFlavor's nodeLabels to the pods' nodeSelector."""
-        if not flavor:
-            return
-        found = self.store.try_get(*RESOURCE_FLAVORS, flavor)
-        node_labels = ((found or {}).get("spec") or {}).get("nodeLabels") or {}
-        if not node_labels:
-            return
-        rjobs = _replicated_jobs(jobset)
-        for rjob in rjobs:
-            pod_spec = rjob.setdefault("template", {}).setdefault("spec", {}) \
-                .setdefault("template", {}).setdefault("spec", {})
-            pod_spec["nodeSelector"] = {**(pod_spec.get("nodeSelector") or {}), **node_labels}
-        self._patch_jobset(jobset, {"spec": {"replicatedJobs": rjobs}})
+    def _apply_flavor_node_labels(self, jobset: Obj, flavors: Mapping[str, Flavor]) -> None:
+        """Kueue adds each pod set's ResourceFlavor nodeLabels to its pods' nodeSelector."""
+        rjobs = flavored_replicated_jobs(jobset, flavors)
+        if rjobs is not None:
+            self._patch_jobset(jobset, {"spec": {"replicatedJobs": rjobs}})
 
     def _patch_jobset(self, jobset: Obj, body: Obj) -> None:
         patch_quietly(self.store, JOBSETS, jobset, body)
@@ -441,43 +384,45 @@ class KueueController:
         self,
         cluster_queues: Mapping[str, Obj],
         local_queues: Mapping[tuple[str, str], Obj],
-        usage: Mapping[str, int],
+        queue_flavors: _QueueFlavors,
+        usage: _Usage,
         admitted: Mapping[str, int],
         pending: Mapping[str, int],
         lq_counts: Mapping[tuple[str, str], list[int]],
     ) -> None:
         now = timestamp(self.clock)
         for name, cq in cluster_queues.items():
-            _, flavor = tpu_quota(cq)
+            flavors, missing = queue_flavors[name]
+            used = usage.get(name, {})
             status = dict(cq.get("status") or {})
-            flavors = []
-            if flavor:
-                flavors = [{"name": flavor, "resources": [
-                    {"name": TPU_RESOURCE, "total": format_count(usage.get(name, 0)),
-                     "borrowed": "0"}]}]
+            reservations = [{"name": flavor.name, "resources": [
+                {"name": TPU_RESOURCE, "total": format_count(used.get(flavor.name, 0)),
+                 "borrowed": "0"}]} for flavor in flavors or []]
             status.update(
                 pendingWorkloads=pending.get(name, 0),
                 reservingWorkloads=admitted.get(name, 0),
                 admittedWorkloads=admitted.get(name, 0),
-                flavorsReservation=flavors,
-                flavorsUsage=flavors,
-                conditions=condition(status.get("conditions"), "Active", True, "Ready",
-                                     "Can admit new workloads", now),
+                flavorsReservation=reservations,
+                flavorsUsage=reservations,
+                conditions=condition(
+                    status.get("conditions"), "Active", not missing,
+                    "FlavorNotFound" if missing else "Ready",
+                    inactive_message(missing) if missing else "Can admit new workloads", now),
             )
             self._write_status(CLUSTER_QUEUES, cq, status)
         for (namespace, name), lq in local_queues.items():
             counts = lq_counts.get((namespace, name), [0, 0])
             cq_name = str((lq.get("spec") or {}).get("clusterQueue") or "")
             status = dict(lq.get("status") or {})
-            exists = cq_name in cluster_queues
+            reason = ("ClusterQueueDoesNotExist" if cq_name not in cluster_queues
+                      else "ClusterQueueIsInactive" if queue_flavors[cq_name][1] else "Ready")
             status.update(
                 pendingWorkloads=max(counts[0], 0),
                 reservingWorkloads=counts[1],
                 admittedWorkloads=counts[1],
                 conditions=condition(
-                    status.get("conditions"), "Active", exists,
-                    "Ready" if exists else "ClusterQueueDoesNotExist",
-                    "Can submit new workloads to localQueue" if exists
+                    status.get("conditions"), "Active", reason == "Ready", reason,
+                    "Can submit new workloads to localQueue" if reason == "Ready"
                     else "Can't submit new workloads to clusterQueue", now),
             )
             self._write_status(LOCAL_QUEUES, lq, status)

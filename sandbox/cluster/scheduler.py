@@ -116,7 +116,8 @@ def _match_expression(labels: Mapping[str, str], expr: Mapping[str, Any]) -> boo
     return False
 
 
-def _selector_matches(pod_spec: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+def selector_matches(pod_spec: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
+    """Whether a pod spec's nodeSelector and required node affinity admit these labels."""
     for key, value in (pod_spec.get("nodeSelector") or {}).items():
         if labels.get(key) != value:
             return False
@@ -274,7 +275,7 @@ class Scheduler:
             if taint.get("effect") in ("NoSchedule", "NoExecute") \
                     and not taint_tolerated(taint, tolerations):
                 return f"node(s) had untolerated taint {_taint_text(taint)}"
-        if not _selector_matches(spec, labels_of(node)):
+        if not selector_matches(spec, labels_of(node)):
             return REASON_SELECTOR
         return state.fits(requests)
 

@@ -11,6 +11,12 @@ with no cluster, no Docker and no kube-apiserver binary::
     server.faults.fail_next(2, code=503)   # next two requests fail
     server.stop()
 
+With ``token_file=`` (see :func:`write_token_file`) requests are authenticated
+and authorized by RBAC like kube-apiserver's, over HTTPS with a self-signed
+certificate (kubectl sends tokens to https servers only); ``access_log=``
+records each decision as a JSON line; ``server.write_kubeconfig(path, token=...)``
+writes a kubeconfig (CA included) for one identity.
+
 Simulated controllers in the same process use ``server.store`` (an
 :class:`ObjectStore`) directly and ``store.subscribe`` to react to changes.
 """
@@ -19,12 +25,14 @@ from __future__ import annotations
 
 import os
 
+from sandbox.kubeapi.authn import TokenEntry, UserInfo, admin_entry, write_token_file
 from sandbox.kubeapi.errors import ApiError
 from sandbox.kubeapi.faults import FaultInjector
 from sandbox.kubeapi.kubeconfig import kubeconfig_dict, write_kubeconfig
 from sandbox.kubeapi.patch import PatchType
 from sandbox.kubeapi.server import KubeApiServer
 from sandbox.kubeapi.store import Clock, DeleteResult, ObjectStore, format_timestamp
+from sandbox.kubeapi.tls import ServingCertificate
 
 __all__ = [
     "ApiError",
@@ -34,10 +42,14 @@ __all__ = [
     "KubeApiServer",
     "ObjectStore",
     "PatchType",
+    "TokenEntry",
+    "UserInfo",
+    "admin_entry",
     "format_timestamp",
     "kubeconfig_dict",
     "start_kube_api",
     "write_kubeconfig",
+    "write_token_file",
 ]
 
 
@@ -48,6 +60,18 @@ def start_kube_api(
     state_file: str | os.PathLike[str] | None = None,
     clock: Clock | None = None,
     store: ObjectStore | None = None,
+    token_file: str | os.PathLike[str] | None = None,
+    access_log: str | os.PathLike[str] | None = None,
+    certificate: ServingCertificate | None = None,
 ) -> KubeApiServer:
     """Start a sandbox API in a daemon thread (port 0 = any free port) and return it."""
-    return KubeApiServer(host, port, state_file=state_file, clock=clock, store=store).start()
+    return KubeApiServer(
+        host,
+        port,
+        state_file=state_file,
+        clock=clock,
+        store=store,
+        token_file=token_file,
+        access_log=access_log,
+        certificate=certificate,
+    ).start()

@@ -15,6 +15,7 @@ import threading
 from types import FrameType
 
 from sandbox.kubeapi import start_kube_api
+from sandbox.kubeapi.kubeconfig import DEFAULT_TOKEN
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -25,6 +26,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0, help="port (0 picks a free one)")
     parser.add_argument("--state-file", help="JSON file loaded at start and saved at exit")
     parser.add_argument("--kubeconfig", help="write a kubeconfig for this server here")
+    parser.add_argument(
+        "--token-auth-file",
+        help="CSV token,user,uid,\"group1,group2\" (as kube-apiserver's): authenticate "
+        "bearer tokens and enforce RBAC; without it every request is allowed",
+    )
+    parser.add_argument(
+        "--kubeconfig-token",
+        default=DEFAULT_TOKEN,
+        help="bearer token to put in --kubeconfig (default: the sandbox admin's)",
+    )
+    parser.add_argument(
+        "--access-log", help="append one JSON line per request (identity, attributes, decision)"
+    )
     parser.add_argument("--verbose", action="store_true", help="log every request")
     args = parser.parse_args(argv)
     logging.basicConfig(
@@ -40,10 +54,16 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
-    server = start_kube_api(args.host, args.port, state_file=args.state_file)
+    server = start_kube_api(
+        args.host,
+        args.port,
+        state_file=args.state_file,
+        token_file=args.token_auth_file,
+        access_log=args.access_log,
+    )
     try:
         if args.kubeconfig:
-            server.write_kubeconfig(args.kubeconfig)
+            server.write_kubeconfig(args.kubeconfig, token=args.kubeconfig_token)
         print(server.url, flush=True)
         while not done.wait(0.5):
             pass

@@ -11,6 +11,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# What the real API lets clients do with an ordinary stored type, and with the
+# access reviews (answered on create, never stored).
+STORED_VERBS = ("create", "delete", "deletecollection", "get", "list", "patch", "update")
+REVIEW_VERBS = ("create",)
+
 
 @dataclass(frozen=True)
 class ResourceInfo:
@@ -20,6 +25,12 @@ class ResourceInfo:
     namespaced: bool
     singular: str = ""
     short_names: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = STORED_VERBS
+
+    @property
+    def stored(self) -> bool:
+        """Whether objects of this type are kept (reviews are only answered)."""
+        return "get" in self.verbs
 
 
 _KNOWN: dict[tuple[str, str], ResourceInfo] = {
@@ -74,6 +85,28 @@ _KNOWN: dict[tuple[str, str], ResourceInfo] = {
     ("autoscaling.x-k8s.io", "provisioningrequests"): ResourceInfo(
         "ProvisioningRequest", True, "provisioningrequest"
     ),
+    ("rbac.authorization.k8s.io", "roles"): ResourceInfo("Role", True, "role"),
+    ("rbac.authorization.k8s.io", "rolebindings"): ResourceInfo(
+        "RoleBinding", True, "rolebinding"
+    ),
+    ("rbac.authorization.k8s.io", "clusterroles"): ResourceInfo(
+        "ClusterRole", False, "clusterrole"
+    ),
+    ("rbac.authorization.k8s.io", "clusterrolebindings"): ResourceInfo(
+        "ClusterRoleBinding", False, "clusterrolebinding"
+    ),
+    ("authorization.k8s.io", "subjectaccessreviews"): ResourceInfo(
+        "SubjectAccessReview", False, "subjectaccessreview", verbs=REVIEW_VERBS
+    ),
+    ("authorization.k8s.io", "selfsubjectaccessreviews"): ResourceInfo(
+        "SelfSubjectAccessReview", False, "selfsubjectaccessreview", verbs=REVIEW_VERBS
+    ),
+    ("authorization.k8s.io", "selfsubjectrulesreviews"): ResourceInfo(
+        "SelfSubjectRulesReview", False, "selfsubjectrulesreview", verbs=REVIEW_VERBS
+    ),
+    ("authorization.k8s.io", "localsubjectaccessreviews"): ResourceInfo(
+        "LocalSubjectAccessReview", True, "localsubjectaccessreview", verbs=REVIEW_VERBS
+    ),
 }
 
 # Groups served by kube-apiserver itself (not CRDs). Their delete reply is a
@@ -89,6 +122,7 @@ _BUILTIN_GROUPS = frozenset(
         "policy",
         "apiextensions.k8s.io",
         "rbac.authorization.k8s.io",
+        "authorization.k8s.io",
         "networking.k8s.io",
         "storage.k8s.io",
         "autoscaling",
@@ -144,6 +178,11 @@ def known(group: str, resource: str) -> ResourceInfo | None:
 def known_resources(group: str) -> dict[str, ResourceInfo]:
     """All tabled resources of one group (for discovery documents)."""
     return {res: info for (grp, res), info in _KNOWN.items() if grp == group}
+
+
+def is_builtin(group: str) -> bool:
+    """Whether kube-apiserver serves the group itself (as opposed to a CRD)."""
+    return group in _BUILTIN_GROUPS
 
 
 def known_groups() -> set[str]:
@@ -207,6 +246,8 @@ _PREFERRED_VERSIONS: dict[str, str] = {
     "scheduling.k8s.io": "v1",
     "policy": "v1",
     "apiextensions.k8s.io": "v1",
+    "rbac.authorization.k8s.io": "v1",
+    "authorization.k8s.io": "v1",
     "jobset.x-k8s.io": "v1alpha2",
     "kueue.x-k8s.io": "v1beta1",
     "autoscaling.x-k8s.io": "v1beta1",

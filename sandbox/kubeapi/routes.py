@@ -4,9 +4,12 @@ This is the part of kube-apiserver the official client relies on: URL layout
 (``/api/v1/...`` for the core group, ``/apis/{group}/{version}/...`` for any
 other group, cluster-scoped and ``/namespaces/{ns}/...`` paths, the
 ``/status`` subresource), verbs and their status codes (201 on create and on
-apply-create, 200 otherwise), list bodies, delete replies, and minimal
-discovery. It is free of sockets so it can be reasoned about (and tested) on
-its own; :mod:`sandbox.kubeapi.server` only does HTTP plumbing around it.
+apply-create, 200 otherwise), list bodies, delete replies, discovery
+(:mod:`~sandbox.kubeapi.discovery`), OpenAPI v3 stubs (:mod:`~sandbox.kubeapi.openapi`),
+unknown-field handling per ``fieldValidation`` (:mod:`~sandbox.kubeapi.fields`) and
+access reviews (:mod:`~sandbox.kubeapi.reviews`). It is free of sockets so it can be
+reasoned about (and tested) on its own; :mod:`sandbox.kubeapi.server` does the HTTP
+plumbing and the access checks (:mod:`~sandbox.kubeapi.access`) around it.
 
 Not supported, answered with a clear 400 rather than silently misbehaving:
 ``watch=true`` and ``dryRun``. Subresources other than ``status`` (``scale``,
@@ -20,13 +23,17 @@ import binascii
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import parse_qs, unquote
 
 import yaml
 
-from sandbox.kubeapi import resources
+from sandbox.kubeapi import fields, openapi, resources, reviews
+from sandbox.kubeapi.authn import ANONYMOUS, UserInfo
+from sandbox.kubeapi.discovery import AGGREGATED_MEDIA_TYPE, Discovery, wants_aggregated
 from sandbox.kubeapi.errors import ApiError, JsonObject, success_status
 from sandbox.kubeapi.patch import PatchType, decode_patch_body, patch_type_for
+from sandbox.kubeapi.rbac import Decision
 from sandbox.kubeapi.selectors import SelectorError, parse_field_selector
 from sandbox.kubeapi.store import ObjectStore, Subresource
 
@@ -42,6 +49,12 @@ class Request:
     query: Mapping[str, list[str]]
     content_type: str | None = None
     body: bytes = b""
+    headers: Mapping[str, list[str]] = field(default_factory=dict)  # lower-case names
+    user: UserInfo = ANONYMOUS  # set by the server once the caller is authenticated
+
+    def header(self, name: str) -> str | None:
+        values = self.headers.get(name.lower())
+        return values[-1] if values else None
 
     def param(self, name: str) -> str | None:
         values = self.query.get(name)
@@ -58,6 +71,7 @@ class Response:
     code: int
     body: JsonObject | str
     headers: dict[str, str] = field(default_factory=dict)
+    content_type: str | None = None  # default: JSON for objects, text for strings
 
 
 @dataclass(frozen=True)
@@ -89,10 +103,14 @@ class ApiRouter:
         *,
         git_version: str = DEFAULT_GIT_VERSION,
         server_address: Callable[[], str] = lambda: "127.0.0.1",
+        authorize: reviews.Authorize = lambda user, attributes: Decision(True),
+        list_rules: reviews.ListRules = lambda user, namespace: (),
     ) -> None:
         self.store = store
         self.git_version = git_version
-        self._server_address = server_address
+        self.discovery = Discovery(store, git_version=git_version, server_address=server_address)
+        self._authorize = authorize
+        self._list_rules = list_rules
 
     # ------------------------------------------------------------------ entry
 
@@ -103,20 +121,26 @@ class ApiRouter:
             return Response(200, "ok")
         if segments == ["version"]:
             self._only(request, "GET")
-            return Response(200, self._version())
+            return Response(200, self.discovery.version())
+        if segments[:2] == ["openapi", "v3"]:
+            self._only(request, "GET")
+            return Response(200, openapi.document_for(self.discovery, segments[2:]))
         if not segments or segments[0] not in ("api", "apis"):
             raise ApiError.path_not_found()
-        if segments[0] == "api":
-            if len(segments) == 1:
-                self._only(request, "GET")
-                return Response(200, self._api_versions())
-            return self._resource_request(request, "", segments[1], segments[2:])
         if len(segments) == 1:
             self._only(request, "GET")
-            return Response(200, self._group_list())
+            core = segments[0] == "api"
+            if wants_aggregated(request.header("Accept")):
+                body = self.discovery.aggregated(core=core)
+                return Response(200, body, content_type=AGGREGATED_MEDIA_TYPE)
+            return Response(
+                200, self.discovery.api_versions() if core else self.discovery.group_list()
+            )
+        if segments[0] == "api":
+            return self._resource_request(request, "", segments[1], segments[2:])
         if len(segments) == 2:
             self._only(request, "GET")
-            return Response(200, self._group(segments[1]))
+            return Response(200, self.discovery.group(segments[1]))
         return self._resource_request(request, segments[1], segments[2], segments[3:])
 
     # ------------------------------------------------------------------ routing
@@ -137,8 +161,11 @@ class ApiRouter:
             raise ApiError.path_not_found()
         if not rest:
             self._only(request, "GET")
-            return Response(200, self._resource_list(group, version))
+            return Response(200, self.discovery.resource_list(group, version))
         target = self._target(group, version, rest)
+        info = resources.known(group, target.resource)
+        if info is not None and not info.stored:
+            return self._review(request, target)
         if request.param("dryRun"):
             raise ApiError.bad_request("dryRun is not supported by the sandbox Kubernetes API")
         handlers: dict[str, Callable[[Request, Target], Response]]
@@ -299,12 +326,12 @@ class ApiRouter:
     def _create(self, request: Request, target: Target) -> Response:
         if target.namespace is None and resources.is_namespaced(target.group, target.resource):
             raise ApiError.path_not_found()
-        body = self._body_object(request, target)
+        body, warnings = self._checked(request, target, self._body_object(request, target))
         created = self.store.create(target.group, target.resource, body, namespace=target.namespace)
-        return Response(201, self._present(created, target))
+        return Response(201, self._present(created, target), warnings)
 
     def _replace(self, request: Request, target: Target) -> Response:
-        body = self._body_object(request, target)
+        body, warnings = self._checked(request, target, self._body_object(request, target))
         self._check_body_name(body, target)
         if target.subresource == "status":
             obj = self.store.update_status(
@@ -314,7 +341,7 @@ class ApiRouter:
             obj = self.store.replace(
                 target.group, target.resource, body, namespace=target.store_namespace
             )
-        return Response(200, self._present(obj, target))
+        return Response(200, self._present(obj, target), warnings)
 
     def _patch(self, request: Request, target: Target) -> Response:
         assert target.name is not None
@@ -339,6 +366,7 @@ class ApiRouter:
                         "the namespace of the provided object does not match the namespace "
                         "sent on the request"
                     )
+            self._check_applied(request, target, body)
             obj, created = self.store.apply(
                 target.group,
                 target.resource,
@@ -349,6 +377,10 @@ class ApiRouter:
                 subresource=target.subresource,
             )
             return Response(201 if created else 200, self._present(obj, target))
+        warnings: dict[str, str] = {}
+        if patch_type is not PatchType.JSON and isinstance(body, dict):
+            # A merge or strategic patch is a partial object: its fields are checked as one.
+            body, warnings = self._checked(request, target, body)
         obj = self.store.patch(
             target.group,
             target.resource,
@@ -358,7 +390,7 @@ class ApiRouter:
             patch_type=patch_type,
             subresource=target.subresource,
         )
-        return Response(200, self._present(obj, target))
+        return Response(200, self._present(obj, target), warnings)
 
     @staticmethod
     def _delete_options(request: Request) -> JsonObject:
@@ -417,109 +449,47 @@ class ApiRouter:
         listed.body["metadata"] = {"resourceVersion": self.store.resource_version}
         return listed
 
-    # ------------------------------------------------------------------ discovery
+    # ------------------------------------------------------------------ reviews
 
-    def _version(self) -> JsonObject:
-        major, minor = self.git_version.lstrip("v").split(".")[:2]
-        return {
-            "major": major,
-            "minor": minor,
-            "gitVersion": self.git_version,
-            "gitCommit": "0000000000000000000000000000000000000000",
-            "gitTreeState": "clean",
-            "buildDate": "2026-01-01T00:00:00Z",
-            "goVersion": "go1.22.0",
-            "compiler": "gc",
-            "platform": "linux/amd64",
-        }
-
-    def _api_versions(self) -> JsonObject:
-        return {
-            "kind": "APIVersions",
-            "versions": ["v1"],
-            "serverAddressByClientCIDRs": [
-                {"clientCIDR": "0.0.0.0/0", "serverAddress": self._server_address()}
-            ],
-        }
-
-    def _group_versions(self) -> dict[str, set[str]]:
-        versions: dict[str, set[str]] = {
-            group: {resources.preferred_version(group)} for group in resources.known_groups()
-        }
-        for group, resource in self.store.resource_types():
-            if not group:
-                continue
-            found = versions.setdefault(group, set())
-            for obj in self.store.list(group, resource):
-                api_version = str(obj.get("apiVersion", ""))
-                if api_version.startswith(group + "/"):
-                    found.add(api_version.split("/", 1)[1])
-            if not found:
-                found.add(resources.preferred_version(group))
-        return versions
-
-    @staticmethod
-    def _group_entry(group: str, versions: set[str]) -> JsonObject:
-        preferred = resources.preferred_version(group)
-        if preferred not in versions:
-            preferred = sorted(versions)[0]
-        return {
-            "name": group,
-            "versions": [{"groupVersion": f"{group}/{v}", "version": v} for v in sorted(versions)],
-            "preferredVersion": {"groupVersion": f"{group}/{preferred}", "version": preferred},
-        }
-
-    def _group_list(self) -> JsonObject:
-        return {
-            "kind": "APIGroupList",
-            "apiVersion": "v1",
-            "groups": [
-                self._group_entry(group, versions)
-                for group, versions in sorted(self._group_versions().items())
-            ],
-        }
-
-    def _group(self, group: str) -> JsonObject:
-        versions = self._group_versions().get(group)
-        if not versions:
+    def _review(self, request: Request, target: Target) -> Response:
+        self._only(request, "POST")
+        if target.name is not None:
             raise ApiError.path_not_found()
-        return {"kind": "APIGroup", "apiVersion": "v1", **self._group_entry(group, versions)}
+        body = self._body_object(request, target)
+        reply = reviews.answer(
+            target.resource,
+            body,
+            requester=request.user,
+            namespace=target.namespace,
+            authorize=self._authorize,
+            list_rules=self._list_rules,
+        )
+        return Response(201, reply)
 
-    def _resource_list(self, group: str, version: str) -> JsonObject:
-        verbs = ["create", "delete", "deletecollection", "get", "list", "patch", "update"]
-        entries: list[JsonObject] = []
-        names = set(resources.known_resources(group)) | {
-            res for grp, res in self.store.resource_types() if grp == group
-        }
-        for name in sorted(names):
-            info = resources.known(group, name)
-            namespaced = info.namespaced if info else True
-            kind = self.store.kind_of(group, name)
-            entry: JsonObject = {
-                "name": name,
-                "singularName": (info.singular if info else "") or resources.singularize(name),
-                "namespaced": namespaced,
-                "kind": kind,
-                "verbs": verbs,
-            }
-            if info and info.short_names:
-                entry["shortNames"] = list(info.short_names)
-            entries.append(entry)
-            entries.append(
-                {
-                    "name": f"{name}/status",
-                    "singularName": "",
-                    "namespaced": namespaced,
-                    "kind": kind,
-                    "verbs": ["get", "patch", "update"],
-                }
+    # ------------------------------------------------------------------ unknown fields
+
+    def _checked(
+        self, request: Request, target: Target, body: JsonObject
+    ) -> tuple[JsonObject, dict[str, str]]:
+        """``body`` without unknown fields and the Warning header naming them (400 under
+        ``fieldValidation=Strict``)."""
+        version, kind = self._version_kind(body, target)
+        return fields.checked_write(
+            target.group, version, kind, body, request.param("fieldValidation")
+        )
+
+    def _check_applied(self, request: Request, target: Target, body: Any) -> None:
+        fields.directive(request.param("fieldValidation"))
+        if isinstance(body, dict):
+            version, kind = self._version_kind(body, target)
+            fields.check_applied(
+                target.group, version, kind, body, f"{target.store_namespace}/{target.name}"
             )
-        return {
-            "kind": "APIResourceList",
-            "apiVersion": "v1",
-            "groupVersion": f"{group}/{version}" if group else version,
-            "resources": entries,
-        }
+
+    def _version_kind(self, body: JsonObject, target: Target) -> tuple[str, str]:
+        api_version = str(body.get("apiVersion") or target.api_version)
+        kind = str(body.get("kind") or self.store.kind_of(target.group, target.resource))
+        return api_version.rsplit("/", 1)[-1], kind
 
 
 def parse_query(raw: str) -> dict[str, list[str]]:

@@ -11,6 +11,12 @@ the real API (the client pools connections).
 connections, so a test that stops the server sees connection errors until a
 new server is started on the same port (``allow_reuse_address`` makes that
 immediate). ``faults.fail_next(n, code)`` makes the next n requests fail.
+
+Every request first passes :class:`~sandbox.kubeapi.access.AccessControl`:
+with ``token_file=`` it is authenticated and RBAC-authorized like kube-apiserver
+(``--token-auth-file``, ``--authorization-mode=RBAC``); ``access_log=`` records
+each decision as a JSON line. A server with a token file speaks HTTPS (see
+:mod:`sandbox.kubeapi.tls`: kubectl sends credentials to https servers only).
 """
 
 from __future__ import annotations
@@ -24,11 +30,15 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from sandbox.httpserver import ApiHttpServer, ApiRequestHandler
+from sandbox.kubeapi.access import AccessControl, AccessLog, ImpersonationDenied, forbidden
+from sandbox.kubeapi.attributes import attributes_for
+from sandbox.kubeapi.authn import UserInfo, read_token_file
 from sandbox.kubeapi.errors import ApiError, status_body
 from sandbox.kubeapi.faults import FaultInjector
-from sandbox.kubeapi.kubeconfig import DEFAULT_CONTEXT, write_kubeconfig
+from sandbox.kubeapi.kubeconfig import DEFAULT_CONTEXT, DEFAULT_TOKEN, write_kubeconfig
 from sandbox.kubeapi.routes import DEFAULT_GIT_VERSION, ApiRouter, Request, Response, parse_query
 from sandbox.kubeapi.store import Clock, ObjectStore
+from sandbox.kubeapi.tls import ServingCertificate, self_signed
 from sandbox.statefile import load_state, save_state
 
 log = logging.getLogger(__name__)
@@ -69,12 +79,16 @@ class _Handler(ApiRequestHandler):
         else:
             body = self.rfile.read(length) if length else b""
             split = urlsplit(self.path)
+            headers: dict[str, list[str]] = {}
+            for name, value in self.headers.items():
+                headers.setdefault(name.lower(), []).append(value)
             request = Request(
                 method=method,
                 path=split.path,
                 query=parse_query(split.query),
                 content_type=self.headers.get("Content-Type"),
                 body=body,
+                headers=headers,
             )
             response = self.server.api.dispatch(request)
         if isinstance(response.body, str):
@@ -83,7 +97,9 @@ class _Handler(ApiRequestHandler):
         else:
             payload = json.dumps(response.body).encode("utf-8")
             content_type = "application/json"
-        self.send_body(response.code, payload, content_type, response.headers)
+        self.send_body(
+            response.code, payload, response.content_type or content_type, response.headers
+        )
 
     def date_time_string(self, timestamp: float | None = None) -> str:
         """The Date header from the store's clock, as a real API server sends its own
@@ -113,6 +129,10 @@ class KubeApiServer:
         state_file: str | os.PathLike[str] | None = None,
         clock: Clock | None = None,
         git_version: str = DEFAULT_GIT_VERSION,
+        token_file: str | os.PathLike[str] | None = None,
+        access_log: str | os.PathLike[str] | None = None,
+        tls: bool | None = None,
+        certificate: ServingCertificate | None = None,
     ) -> None:
         if host not in LOOPBACK_HOSTS:
             raise ValueError(f"the sandbox API binds to loopback only, not {host!r}")
@@ -122,8 +142,23 @@ class KubeApiServer:
             self.store.clock = clock
         self.state_file = Path(state_file) if state_file is not None else None
         self.faults = FaultInjector()
+        # HTTPS by default exactly when there are credentials to protect; a restarted
+        # server passes the previous one's certificate so kubeconfigs stay valid.
+        if tls is None:
+            tls = token_file is not None or certificate is not None
+        self.certificate = (certificate or self_signed(self.host)) if tls else None
+        # The token file is read once, at construction, as kube-apiserver reads it at start.
+        self.access = AccessControl(
+            self.store,
+            tokens=read_token_file(token_file) if token_file is not None else None,
+            access_log=AccessLog(access_log) if access_log is not None else None,
+        )
         self.router = ApiRouter(
-            self.store, git_version=git_version, server_address=lambda: f"{self.host}:{self.port}"
+            self.store,
+            git_version=git_version,
+            server_address=lambda: f"{self.host}:{self.port}",
+            authorize=self.access.authorize,
+            list_rules=self.access.rules_for,
         )
         self.request_log: collections.deque[tuple[str, str]] = collections.deque(maxlen=10_000)
         self._httpd: _HttpServer | None = None
@@ -138,6 +173,11 @@ class KubeApiServer:
         if self.state_file is not None:
             load_state(self.store, self.state_file)
         httpd = _HttpServer((self.host, self._port), self)  # a restart reuses the port
+        if self.certificate is not None:
+            # The handshake happens on the handler thread's first read, not in accept().
+            httpd.socket = self.certificate.server_context().wrap_socket(
+                httpd.socket, server_side=True, do_handshake_on_connect=False
+            )
         self._port = httpd.port
         self._httpd = httpd
         httpd.serve_in_background(f"sandbox-kubeapi-{self._port}")
@@ -175,7 +215,8 @@ class KubeApiServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self._port}"
+        scheme = "https" if self.certificate is not None else "http"
+        return f"{scheme}://{self.host}:{self._port}"
 
     def write_kubeconfig(
         self,
@@ -183,15 +224,61 @@ class KubeApiServer:
         *,
         context: str = DEFAULT_CONTEXT,
         namespace: str | None = None,
+        token: str = DEFAULT_TOKEN,
     ) -> Path:
         """Write a kubeconfig (one cluster, token user, current context) for this server."""
-        return write_kubeconfig(path, self.url, context=context, namespace=namespace)
+        return write_kubeconfig(
+            path,
+            self.url,
+            context=context,
+            namespace=namespace,
+            token=token,
+            certificate_authority=self.certificate.cert_pem if self.certificate else None,
+        )
 
     # ------------------------------------------------------------------ requests
 
     def dispatch(self, request: Request) -> Response:
-        """Serve one request: injected fault, else the router; errors become Status bodies."""
+        """Serve one request: authenticate and authorize it, then an injected fault or the
+        router; errors become Status bodies; the decision goes to the access log."""
         self.request_log.append((request.method, request.path))
+        attributes = attributes_for(request.method, request.path, request.query)
+        user: UserInfo | None = None
+        impersonator = ""
+        allowed = False
+        response = Response(500, status_body(500, "InternalError", "not served"))
+        try:
+            user = self.access.authenticate(request.header("Authorization"))
+            caller = user
+            # A refused impersonation is logged as the caller's refused impersonate check.
+            try:
+                user = self.access.impersonate(
+                    caller,
+                    request.header("Impersonate-User"),
+                    request.headers.get("impersonate-group", []),
+                    request.header("Impersonate-Uid"),
+                )
+            except ImpersonationDenied as exc:
+                attributes = exc.attributes
+                raise
+            if user is not caller:
+                impersonator = caller.name
+            request.user = user
+            decision = self.access.authorize(user, attributes)
+            if not decision.allowed:
+                raise forbidden(user, attributes, decision.reason)
+            allowed = True
+            response = self._serve(request)
+        except ApiError as exc:
+            response = Response(exc.code, exc.to_status())
+        finally:
+            if self.access.access_log is not None:
+                self.access.access_log.record(
+                    user, attributes, allowed=allowed, code=response.code, impersonator=impersonator
+                )
+        return response
+
+    def _serve(self, request: Request) -> Response:
         fault = self.faults.take(request.method, request.path)
         if fault is not None:
             code, body, headers = fault

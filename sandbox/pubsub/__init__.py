@@ -8,18 +8,7 @@ emulator, Docker or network access is needed.
 
 from __future__ import annotations
 
-from sandbox.pubsub.broker import (
-    Broker,
-    DeadLetterPolicy,
-    Delivery,
-    Message,
-    PushConfig,
-    PushRecord,
-    RetryPolicy,
-    SubscriptionConfig,
-    SubscriptionStats,
-    TopicConfig,
-)
+from sandbox.pubsub.broker import Broker
 from sandbox.pubsub.errors import (
     AlreadyExistsError,
     FailedPreconditionError,
@@ -27,6 +16,18 @@ from sandbox.pubsub.errors import (
     NotFoundError,
     PubSubError,
     UnimplementedError,
+)
+from sandbox.pubsub.model import (
+    DeadLetterPolicy,
+    Delivery,
+    Message,
+    PushConfig,
+    PushRecord,
+    RetryPolicy,
+    SnapshotConfig,
+    SubscriptionConfig,
+    SubscriptionStats,
+    TopicConfig,
 )
 from sandbox.pubsub.push import PushDispatcher, push_body
 from sandbox.pubsub.runtime import PubSubServer, start_pubsub
@@ -46,6 +47,7 @@ __all__ = [
     "PushDispatcher",
     "PushRecord",
     "RetryPolicy",
+    "SnapshotConfig",
     "SubscriptionConfig",
     "SubscriptionStats",
     "TopicConfig",

@@ -17,16 +17,17 @@ from typing import Any
 from google.protobuf import empty_pb2  # type: ignore[import-untyped,unused-ignore]
 from google.pubsub_v1 import types
 
-from sandbox.pubsub.broker import (
+from sandbox.pubsub.errors import InvalidArgumentError, UnimplementedError
+from sandbox.pubsub.model import (
     DeadLetterPolicy,
     Delivery,
     Message,
     PushConfig,
     RetryPolicy,
+    SnapshotConfig,
     SubscriptionConfig,
     TopicConfig,
 )
-from sandbox.pubsub.errors import InvalidArgumentError, UnimplementedError
 
 # Raw protobuf message classes (untyped, hence Any).
 Empty: Any = empty_pb2.Empty
@@ -34,6 +35,7 @@ Topic: Any = types.Topic.pb()
 Subscription: Any = types.Subscription.pb()
 PubsubMessage: Any = types.PubsubMessage.pb()
 ReceivedMessage: Any = types.ReceivedMessage.pb()
+Snapshot: Any = types.Snapshot.pb()
 
 #: Default retention the real service reports (7 days).
 _RETENTION = timedelta(days=7)
@@ -72,6 +74,7 @@ def subscription_from_pb(message: Any) -> SubscriptionConfig:
         labels=dict(message.labels),
         filter=message.filter,
         enable_message_ordering=message.enable_message_ordering,
+        retain_acked_messages=message.retain_acked_messages,
     )
 
 
@@ -114,6 +117,7 @@ def subscription_to_pb(config: SubscriptionConfig) -> Any:
         filter=config.filter,
         enable_message_ordering=config.enable_message_ordering,
         detached=config.detached,
+        retain_acked_messages=config.retain_acked_messages,
     )
     message.state = _ACTIVE
     message.message_retention_duration.FromTimedelta(_RETENTION)
@@ -141,11 +145,11 @@ _UPDATABLE = {
     "retry_policy",
     "dead_letter_policy",
     "labels",
+    "retain_acked_messages",
 }
 #: Accepted in an update mask but not modelled (no observable effect in a sandbox).
 _IGNORED = {
     "message_retention_duration",
-    "retain_acked_messages",
     "expiration_policy",
     "enable_exactly_once_delivery",
 }
@@ -174,6 +178,8 @@ def subscription_changes(message: Any, paths: Iterable[str]) -> dict[str, Any]:
         changes["dead_letter_policy"] = dead_letter_policy_from_pb(message)
     if "labels" in fields:
         changes["labels"] = dict(message.labels)
+    if "retain_acked_messages" in fields:
+        changes["retain_acked_messages"] = message.retain_acked_messages
     return changes
 
 
@@ -189,6 +195,13 @@ def topic_labels_change(message: Any, paths: Iterable[str], current: TopicConfig
     if "labels" in fields:
         return replace(current, labels=dict(message.labels))
     return current
+
+
+def snapshot_to_pb(snapshot: SnapshotConfig) -> Any:
+    """Broker snapshot -> ``google.pubsub.v1.Snapshot``."""
+    message = Snapshot(name=snapshot.name, topic=snapshot.topic, labels=dict(snapshot.labels))
+    message.expire_time.FromDatetime(snapshot.expire_time)
+    return message
 
 
 def message_to_pb(message: Message) -> Any:

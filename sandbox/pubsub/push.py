@@ -30,8 +30,9 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
-from sandbox.pubsub.broker import Broker, Delivery, PushRecord, rfc3339
+from sandbox.pubsub.broker import Broker
 from sandbox.pubsub.errors import NotFoundError
+from sandbox.pubsub.model import Delivery, PushRecord, rfc3339
 
 _LOG = logging.getLogger(__name__)
 

@@ -98,9 +98,11 @@ class PubSubServer:
         self.stop()
 
 
-# The 10 MB publish limit plus room for the request's own framing; the broker refuses
-# data over the limit with the service's INVALID_ARGUMENT, not a transport error.
-MAX_RECEIVE_BYTES = 11 * 1024 * 1024
+# Well above Pub/Sub's 10 MiB request limit, so that the handlers see an oversized
+# publish and refuse it with the service's INVALID_ARGUMENT (which clients do not
+# retry) instead of gRPC's RESOURCE_EXHAUSTED (which they retry until their deadline);
+# beyond this, gRPC refuses a request before reading it, which bounds memory.
+MAX_RECEIVE_BYTES = 32 * 1024 * 1024
 
 
 def start_pubsub(

@@ -1,63 +1,27 @@
 """gRPC handlers for ``google.pubsub.v1.Publisher`` and ``google.pubsub.v1.Subscriber``.
 
-google-cloud-pubsub ships no servicer base classes, and code generated from
-pubsub.proto clashes with the library's descriptors, so the services are
-registered as generic handlers whose (de)serialisers are the library's own raw
-protobuf classes. Every handler is a thin adapter over ``Broker``; broker
-errors become gRPC status codes so the real client raises ``AlreadyExists``,
-``NotFound``, ``InvalidArgument``...
-
-StreamingPull is what ``SubscriberClient.subscribe()`` uses: the first request
-names the subscription and the stream ack deadline; later requests (read on a
-separate thread) carry acks, modacks and heartbeats, while this handler's
-thread streams ``StreamingPullResponse`` batches as messages become available,
-honouring the client's ``max_outstanding_messages`` flow control. The stream
-ends when the client cancels it, the subscription is deleted (NOT_FOUND) or
-the server stops.
+Every handler is a thin adapter over ``Broker``, registered as a generic handler
+(see ``rpc``); StreamingPull has a module of its own (``streaming``).
 """
 
 from __future__ import annotations
 
-import functools
-import logging
-import threading
-from collections import defaultdict
-from collections.abc import Callable, Iterator
+from datetime import UTC
 from typing import Any
 
 import grpc
 from google.pubsub_v1 import types
 
-from sandbox.pubsub import convert, names
-from sandbox.pubsub.broker import MAX_ACK_DEADLINE, MAX_PULL_MESSAGES, MIN_ACK_DEADLINE, Broker
-from sandbox.pubsub.errors import InvalidArgumentError, PubSubError
+from sandbox.pubsub import convert
+from sandbox.pubsub.broker import Broker
+from sandbox.pubsub.errors import InvalidArgumentError
+from sandbox.pubsub.model import MAX_PULL_MESSAGES
+from sandbox.pubsub.rpc import Handler, generic_handler, raw, serialize
+from sandbox.pubsub.streaming import StreamingPull
 
-_LOG = logging.getLogger(__name__)
-
-Handler = Callable[[Any, Any], Any]
-
-# How long a streaming pull sleeps between checks that its client is still there.
-_STREAM_SLICE = 0.5
-_STREAM_BATCH = 100
 _DEFAULT_PAGE_SIZE = 100
-
-
-def _abort(context: Any, error: PubSubError) -> None:
-    context.abort(getattr(grpc.StatusCode, error.grpc_code_name), str(error))
-
-
-def _map_errors(method: Handler) -> Handler:
-    """Map broker errors raised by a unary handler to gRPC status codes."""
-
-    @functools.wraps(method)
-    def wrapper(request: Any, context: Any) -> Any:
-        try:
-            return method(request, context)
-        except PubSubError as error:
-            _abort(context, error)
-            raise AssertionError("unreachable: context.abort raises") from error
-
-    return wrapper
+#: Pub/Sub's limit on a whole publish request (messages and framing), 10 MiB.
+MAX_REQUEST_BYTES = 10 * 1024 * 1024
 
 
 def _page(items: list[Any], page_size: int, page_token: str) -> tuple[list[Any], str]:
@@ -72,13 +36,6 @@ def _page(items: list[Any], page_size: int, page_token: str) -> tuple[list[Any],
     end = start + size
     return items[start:end], (str(end) if end < len(items) else "")
 
-
-def _raw(proto_plus_type: Any) -> Any:
-    return proto_plus_type.pb()
-
-
-def _serialize(message: Any) -> bytes:
-    return bytes(message.SerializeToString())
 
 
 class PublisherService:
@@ -105,7 +62,7 @@ class PublisherService:
         """ListTopics with page_size / page_token."""
         topics = self.broker.list_topics(request.project)
         page, token = _page(topics, request.page_size, request.page_token)
-        return _raw(types.ListTopicsResponse)(
+        return raw(types.ListTopicsResponse)(
             topics=[convert.topic_to_pb(t) for t in page], next_page_token=token
         )
 
@@ -113,12 +70,13 @@ class PublisherService:
         """ListTopicSubscriptions: names only, like the real API."""
         subs = self.broker.list_topic_subscriptions(request.topic)
         page, token = _page(subs, request.page_size, request.page_token)
-        return _raw(types.ListTopicSubscriptionsResponse)(subscriptions=page, next_page_token=token)
+        return raw(types.ListTopicSubscriptionsResponse)(subscriptions=page, next_page_token=token)
 
     def list_topic_snapshots(self, request: Any, context: Any) -> Any:
-        """ListTopicSnapshots: snapshots are not modelled, so always empty."""
-        self.broker.get_topic(request.topic)
-        return _raw(types.ListTopicSnapshotsResponse)()
+        """ListTopicSnapshots: names only, like the real API."""
+        snapshots = self.broker.list_topic_snapshots(request.topic)
+        page, token = _page(snapshots, request.page_size, request.page_token)
+        return raw(types.ListTopicSnapshotsResponse)(snapshots=page, next_page_token=token)
 
     def delete_topic(self, request: Any, context: Any) -> Any:
         """DeleteTopic: subscriptions survive, attached to ``_deleted-topic_``."""
@@ -127,16 +85,20 @@ class PublisherService:
 
     def publish(self, request: Any, context: Any) -> Any:
         """Publish a batch; message IDs come back in request order."""
+        if request.ByteSize() > MAX_REQUEST_BYTES:
+            # Pub/Sub's own words; it checks the request before any message in it.
+            raise InvalidArgumentError(
+                f"Request payload size exceeds the limit: {MAX_REQUEST_BYTES} bytes.")
         ids = self.broker.publish_batch(
             request.topic,
             [(m.data, dict(m.attributes), m.ordering_key) for m in request.messages],
         )
-        return _raw(types.PublishResponse)(message_ids=ids)
+        return raw(types.PublishResponse)(message_ids=ids)
 
     def detach_subscription(self, request: Any, context: Any) -> Any:
         """DetachSubscription: drops the backlog and stops new deliveries."""
         self.broker.detach_subscription(request.subscription)
-        return _raw(types.DetachSubscriptionResponse)()
+        return raw(types.DetachSubscriptionResponse)()
 
     def handler(self) -> grpc.GenericRpcHandler:
         """The generic handler to register on a ``grpc.Server``."""
@@ -163,21 +125,7 @@ class PublisherService:
                 types.DetachSubscriptionResponse,
             ),
         }
-        return _generic_handler("google.pubsub.v1.Publisher", table)
-
-
-class _Stream:
-    """Per-StreamingPull state shared by the response loop and the request reader."""
-
-    def __init__(self, subscription: str, deadline: int, max_outstanding: int) -> None:
-        self.subscription = subscription
-        self.deadline = deadline
-        self.max_outstanding = max_outstanding
-        self.outstanding: set[str] = set()
-        self.done = threading.Event()
-        self.error: PubSubError | None = None
-        self.ordering = False
-        self.lock = threading.Lock()
+        return generic_handler("google.pubsub.v1.Publisher", table)
 
 
 class SubscriberService:
@@ -206,7 +154,7 @@ class SubscriberService:
         """ListSubscriptions with page_size / page_token."""
         subs = self.broker.list_subscriptions(request.project)
         page, token = _page(subs, request.page_size, request.page_token)
-        return _raw(types.ListSubscriptionsResponse)(
+        return raw(types.ListSubscriptionsResponse)(
             subscriptions=[convert.subscription_to_pb(s) for s in page], next_page_token=token
         )
 
@@ -236,7 +184,7 @@ class SubscriberService:
             timeout=wait,
             cancelled=lambda: not context.is_active(),
         )
-        return _raw(types.PullResponse)(
+        return raw(types.PullResponse)(
             received_messages=[convert.received_message_to_pb(d) for d in deliveries]
         )
 
@@ -256,132 +204,45 @@ class SubscriberService:
         )
         return convert.Empty()
 
-    # ------------------------------------------------------------ streaming
-    def streaming_pull(self, requests: Iterator[Any], context: Any) -> Iterator[Any]:
-        """StreamingPull: see the module docstring."""
-        try:
-            first = next(requests)
-        except (StopIteration, grpc.RpcError):
-            return
-        try:
-            stream = self._open_stream(first)
-            self._apply(stream, first)
-        except PubSubError as error:
-            _abort(context, error)
-            return
+    # ------------------------------------------------------ snapshots, seek
+    def create_snapshot(self, request: Any, context: Any) -> Any:
+        """CreateSnapshot of a subscription's unacked messages."""
+        return convert.snapshot_to_pb(self.broker.create_snapshot(
+            request.name, request.subscription, dict(request.labels)))
 
-        def on_done() -> None:
-            stream.done.set()
-            self.broker.wake()
+    def get_snapshot(self, request: Any, context: Any) -> Any:
+        return convert.snapshot_to_pb(self.broker.get_snapshot(request.snapshot))
 
-        context.add_callback(on_done)
-        reader = threading.Thread(
-            target=self._read_requests,
-            args=(stream, requests),
-            name=f"pubsub-stream-{stream.subscription.rsplit('/', 1)[-1]}",
-            daemon=True,
-        )
-        reader.start()
-        properties = _raw(types.StreamingPullResponse.SubscriptionProperties)(
-            exactly_once_delivery_enabled=False,
-            message_ordering_enabled=stream.ordering,
-        )
-        try:
-            while not stream.done.is_set() and not self.broker.closed and context.is_active():
-                limit = self._room(stream)
-                if limit <= 0:
-                    self.broker.wait_until(
-                        lambda: stream.done.is_set() or self._room(stream) > 0, _STREAM_SLICE
-                    )
-                    continue
-                with stream.lock:
-                    deadline = stream.deadline
-                deliveries = self.broker.pull(
-                    stream.subscription,
-                    limit,
-                    ack_deadline_seconds=deadline,
-                    timeout=_STREAM_SLICE,
-                    cancelled=stream.done.is_set,
-                )
-                if not deliveries:
-                    continue
-                with stream.lock:
-                    stream.outstanding.update(d.ack_id for d in deliveries)
-                yield _raw(types.StreamingPullResponse)(
-                    received_messages=[convert.received_message_to_pb(d) for d in deliveries],
-                    subscription_properties=properties,
-                )
-        except PubSubError as error:
-            stream.error = error
-        finally:
-            stream.done.set()
-        if stream.error is not None and context.is_active():
-            _abort(context, stream.error)
+    def list_snapshots(self, request: Any, context: Any) -> Any:
+        snapshots = self.broker.list_snapshots(request.project)
+        page, token = _page(snapshots, request.page_size, request.page_token)
+        return raw(types.ListSnapshotsResponse)(
+            snapshots=[convert.snapshot_to_pb(s) for s in page], next_page_token=token)
 
-    def _open_stream(self, first: Any) -> _Stream:
-        if not first.subscription:
-            raise InvalidArgumentError("The first StreamingPullRequest must name a subscription")
-        names.subscription(first.subscription)
-        config = self.broker.get_subscription(first.subscription)
-        deadline = first.stream_ack_deadline_seconds
-        if not MIN_ACK_DEADLINE <= deadline <= MAX_ACK_DEADLINE:
-            raise InvalidArgumentError(
-                f"Invalid stream_ack_deadline_seconds({deadline}). "
-                f"Must be between {MIN_ACK_DEADLINE} and {MAX_ACK_DEADLINE}."
-            )
-        stream = _Stream(first.subscription, deadline, first.max_outstanding_messages)
-        stream.ordering = config.enable_message_ordering
-        return stream
+    def delete_snapshot(self, request: Any, context: Any) -> Any:
+        self.broker.delete_snapshot(request.snapshot)
+        return convert.Empty()
 
-    def _room(self, stream: _Stream) -> int:
-        """How many more messages the client's flow control admits right now."""
-        if stream.max_outstanding <= 0:
-            return _STREAM_BATCH
-        with stream.lock:
-            ack_ids = set(stream.outstanding)
-        still = self.broker.leased(stream.subscription, ack_ids)
-        with stream.lock:
-            stream.outstanding.intersection_update(still | (stream.outstanding - ack_ids))
-            return min(_STREAM_BATCH, stream.max_outstanding - len(stream.outstanding))
-
-    def _read_requests(self, stream: _Stream, requests: Iterator[Any]) -> None:
-        try:
-            for request in requests:
-                if stream.done.is_set():
-                    break
-                self._apply(stream, request)
-        except PubSubError as error:
-            stream.error = error
-        except grpc.RpcError:
-            pass  # the client went away; on_done handles the rest
-        except Exception:
-            _LOG.exception("StreamingPull reader for %s failed", stream.subscription)
-        finally:
-            stream.done.set()
-            self.broker.wake()
-
-    def _apply(self, stream: _Stream, request: Any) -> None:
-        """Apply one request's acks, modacks and stream deadline change."""
-        if request.stream_ack_deadline_seconds:
-            with stream.lock:
-                stream.deadline = request.stream_ack_deadline_seconds
-        if request.ack_ids:
-            self.broker.acknowledge(stream.subscription, list(request.ack_ids))
-        if len(request.modify_deadline_ack_ids) != len(request.modify_deadline_seconds):
-            raise InvalidArgumentError(
-                "modify_deadline_ack_ids and modify_deadline_seconds must have the same length"
-            )
-        by_seconds: defaultdict[int, list[str]] = defaultdict(list)
-        for ack_id, seconds in zip(
-            request.modify_deadline_ack_ids, request.modify_deadline_seconds, strict=True
-        ):
-            by_seconds[seconds].append(ack_id)
-        for seconds, ack_ids in by_seconds.items():
-            self.broker.modify_ack_deadline(stream.subscription, ack_ids, seconds)
+    def seek(self, request: Any, context: Any) -> Any:
+        """Seek to a snapshot or to a time."""
+        target = request.WhichOneof("target")
+        if target == "snapshot":
+            self.broker.seek(request.subscription, snapshot=request.snapshot)
+        elif target == "time":
+            self.broker.seek(request.subscription, moment=request.time.ToDatetime(tzinfo=UTC))
+        else:
+            raise InvalidArgumentError("Seek needs a snapshot or a time")
+        return raw(types.SeekResponse)()
 
     def handler(self) -> grpc.GenericRpcHandler:
         """The generic handler to register on a ``grpc.Server``."""
         table: dict[str, tuple[Handler, Any, Any]] = {
+            "CreateSnapshot": (self.create_snapshot, types.CreateSnapshotRequest, types.Snapshot),
+            "GetSnapshot": (self.get_snapshot, types.GetSnapshotRequest, types.Snapshot),
+            "ListSnapshots": (
+                self.list_snapshots, types.ListSnapshotsRequest, types.ListSnapshotsResponse),
+            "DeleteSnapshot": (self.delete_snapshot, types.DeleteSnapshotRequest, None),
+            "Seek": (self.seek, types.SeekRequest, types.SeekResponse),
             "CreateSubscription": (
                 self.create_subscription,
                 types.Subscription,
@@ -409,28 +270,8 @@ class SubscriberService:
             "ModifyPushConfig": (self.modify_push_config, types.ModifyPushConfigRequest, None),
         }
         streaming = grpc.stream_stream_rpc_method_handler(
-            self.streaming_pull,
-            request_deserializer=_raw(types.StreamingPullRequest).FromString,
-            response_serializer=_serialize,
+            StreamingPull(self.broker),
+            request_deserializer=raw(types.StreamingPullRequest).FromString,
+            response_serializer=serialize,
         )
-        return _generic_handler("google.pubsub.v1.Subscriber", table, {"StreamingPull": streaming})
-
-
-def _generic_handler(
-    service: str,
-    table: dict[str, tuple[Handler, Any, Any]],
-    extra: dict[str, Any] | None = None,
-) -> grpc.GenericRpcHandler:
-    """Build unary handlers from (function, request type, response type) rows.
-
-    A response type of None means ``google.protobuf.Empty``; the serializer
-    does not care, the entry only documents the method.
-    """
-    handlers: dict[str, Any] = dict(extra or {})
-    for method, (function, request_type, _response_type) in table.items():
-        handlers[method] = grpc.unary_unary_rpc_method_handler(
-            _map_errors(function),
-            request_deserializer=_raw(request_type).FromString,
-            response_serializer=_serialize,
-        )
-    return grpc.method_handlers_generic_handler(service, handlers)
+        return generic_handler("google.pubsub.v1.Subscriber", table, {"StreamingPull": streaming})

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, cast
 
+from shared.config import Topics
 from shared.errors import ConfigError
 
 __all__ = [
@@ -34,7 +35,7 @@ __all__ = [
 
 Server = Literal["triton", "saxml"]
 SERVERS: tuple[Server, ...] = ("triton", "saxml")
-DEFAULT_TOPIC = "loadtest-metrics"
+DEFAULT_TOPIC = Topics().loadtest_metrics
 DEFAULT_BATCH_SIZE = 500
 DEFAULT_FLUSH_INTERVAL = 2.0
 DEFAULT_PUBLISH_TIMEOUT = 30.0

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from shared.errors import PermanentError, TransientError
+from shared.errors import PermanentError
 from shared.jobs.request import REQUEST_LIMITS
 from shared.log import get_logger
 
@@ -70,20 +70,15 @@ def publish_rejection(message: PubSubMessage, error: PermanentError, settings: S
                       config: AccelopsConfig) -> None:
     """Publish the rejection record and wait until Pub/Sub stored it.
 
-    Raises TransientError when it could not be stored (no project set, topic missing,
-    Pub/Sub unreachable): the event is then retried rather than acknowledged unrecorded.
+    Raises the adapter's errors: when the record cannot be stored (no project set,
+    topic missing, Pub/Sub unreachable) they are deployment or transient errors, so
+    the event is retried rather than acknowledged unrecorded.
     """
     from shared import pubsub
 
     log.error(f"job request rejected: {error.message}", message_id=message.message_id,
               **error.as_fields())
     record = rejection_record(message, error)
-    try:
-        settings.require("project")
-        assert settings.project is not None
-        pubsub.publish(settings.project, config.topics.rejections, record.data,
-                       record.attributes)
-    except (PermanentError, TransientError) as exc:
-        raise TransientError(
-            f"could not record the rejection of message {message.message_id}: {exc.message}"
-        ) from exc
+    settings.require("project")
+    assert settings.project is not None
+    pubsub.publish(settings.project, config.topics.rejections, record.data, record.attributes)

@@ -222,20 +222,16 @@ def ingest_message(message: PubSubMessage) -> IngestResult:
     Raises TransientError (retry) when the settings are incomplete or BigQuery fails.
     """
     from shared.config import AccelopsConfig, Settings, load_config_or_retry
-    from shared.errors import ConfigError, TransientError
     from shared.log import get_logger
     from shared.metrics.schema import Names
 
     log = get_logger("accelops.metrics")
     settings = Settings.from_env()
     config = load_config_or_retry(settings) if settings.config_source else AccelopsConfig()
-    try:
-        # A deployment mistake, not the message's fault: retry until it is fixed.
-        settings.require("project")
-        assert settings.project is not None
-        names = Names.of(settings.project, config.metrics)
-    except ConfigError as exc:
-        raise TransientError(f"cannot store metrics: {exc.message}") from exc
+    # ConfigError (a DeploymentError): retried until the deployment is fixed.
+    settings.require("project")
+    assert settings.project is not None
+    names = Names.of(settings.project, config.metrics)
 
     parsed = parse_message(message.message_id, message.data, datetime.now(UTC))
     requests = store(settings.project, names.ref(names.table), parsed.rows)

@@ -26,7 +26,8 @@ from shared.bigquery import Field
 from shared.config import MetricsConfig
 from shared.errors import ConfigError
 
-__all__ = ["REJECTION_FIELDS", "REQUEST_FIELDS", "VIEWS", "Names", "View", "apply_schema"]
+__all__ = ["REJECTION_FIELDS", "REQUEST_FIELDS", "TABLES", "VIEWS", "Names", "TableSpec", "View",
+           "apply_schema"]
 
 # Project ids, optionally domain-scoped ("example.com:project").
 _PROJECT = re.compile(r"^([a-z][-a-z0-9.]{0,62}:)?[a-z][-a-z0-9]{4,61}[a-z0-9]$")
@@ -91,6 +92,31 @@ class Names:
 
     def sql(self, name: str) -> str:
         return f"`{self.project}.{self.dataset}.{name}`"
+
+
+@dataclass(frozen=True, slots=True)
+class TableSpec:
+    """A table of the dataset; ``config_key`` is the MetricsConfig field naming it."""
+
+    config_key: str
+    fields: tuple[Field, ...]
+    partition_field: str
+    description: str
+    clustering: tuple[str, ...] = ()
+    # Whether MetricsConfig.partition_expiration_days applies (rejections are kept).
+    expires: bool = False
+
+    def name(self, config: MetricsConfig) -> str:
+        return str(getattr(config, self.config_key))
+
+
+TABLES: tuple[TableSpec, ...] = (
+    TableSpec("table", REQUEST_FIELDS, "start_time",
+              "one row per load-test request (may hold redelivered copies)",
+              clustering=("test_id", "model_name"), expires=True),
+    TableSpec("rejections_table", REJECTION_FIELDS, "received_at",
+              "load-test records ingest_metrics refused, with the reason"),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,15 +250,12 @@ def apply_schema(project: str, config: MetricsConfig,
         progress(f"{result:<9} {project}.{name}")
 
     record(names.dataset, bq.ensure_dataset(project, names.dataset, config.location))
-    record(names.ref(names.table), bq.ensure_table(
-        project, names.ref(names.table), REQUEST_FIELDS, partition_field="start_time",
-        clustering=("test_id", "model_name"),
-        partition_expiration_days=config.partition_expiration_days,
-        description="one row per load-test request (may hold redelivered copies)"))
-    record(names.ref(names.rejections_table), bq.ensure_table(
-        project, names.ref(names.rejections_table), REJECTION_FIELDS,
-        partition_field="received_at",
-        description="load-test records ingest_metrics refused, with the reason"))
+    for spec in TABLES:
+        name = names.ref(spec.name(config))
+        record(name, bq.ensure_table(
+            project, name, spec.fields, partition_field=spec.partition_field,
+            clustering=spec.clustering, description=spec.description,
+            partition_expiration_days=config.partition_expiration_days if spec.expires else None))
     for view in VIEWS:
         record(names.ref(view.name),
                bq.ensure_view(project, names.ref(view.name), view.sql(names), view.description))

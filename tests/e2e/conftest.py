@@ -2,7 +2,8 @@
 
 A module may set ``SANDBOX_SPEED`` (simulated seconds per real second) to run its
 sandbox faster than the default, and ``SANDBOX_PARTS`` to start other parts than the
-jobs part (Kubernetes, GKE and their functions).
+jobs part (Kubernetes, GKE and their functions). The sandbox runs on the Pub/Sub that
+``ACCELOPS_SANDBOX_PUBSUB`` names (``standin``, the default, or ``emulator``).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
 from sandbox.runner import DEFAULT_SPEED, Sandbox
+from tests.e2e.pubsub_fixtures import SANDBOX_PUBSUB
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 30.0) -> Any:
@@ -34,7 +36,7 @@ def sandbox(request: pytest.FixtureRequest,
     speed = getattr(request.module, "SANDBOX_SPEED", DEFAULT_SPEED)
     parts = getattr(request.module, "SANDBOX_PARTS", {"jobs"})
     running = Sandbox(tmp_path_factory.mktemp("sandbox"), speed=speed,
-                      parts=parts).start(progress=False)
+                      parts=parts, pubsub=SANDBOX_PUBSUB).start(progress=False)
     try:
         with running.client_env():
             yield running

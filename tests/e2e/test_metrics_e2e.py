@@ -20,6 +20,7 @@ from sandbox.topology import PROJECT
 from shared import bigquery
 from shared.metrics.views import BigQueryMetrics
 from tests.e2e.conftest import wait_for
+from tests.e2e.pubsub_fixtures import MESSAGE_IDS_RESTART, skip_on_emulator
 
 pytestmark = pytest.mark.e2e
 
@@ -134,6 +135,7 @@ def test_bigquery_down_for_a_while_delays_the_rows_but_loses_none(sandbox: Sandb
     assert unique_rows(test_id) == 7
 
 
+@skip_on_emulator(MESSAGE_IDS_RESTART)
 def test_a_sandbox_restarted_from_its_state_keeps_delivering_with_fresh_message_ids(
     tmp_path: Path
 ):

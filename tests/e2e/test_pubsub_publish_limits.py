@@ -11,8 +11,6 @@ down that departure so nobody "simplifies" the stand-in back to the emulator.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,11 +21,9 @@ from google.cloud import pubsub_v1
 from google.pubsub_v1 import PubsubMessage
 from google.pubsub_v1.services.publisher import PublisherClient as GeneratedPublisher
 
-from sandbox.httpserver import free_port
 from sandbox.pubsub import PubSubServer
 from sandbox.pubsub.errors import InvalidArgumentError
 from tests.e2e import pubsub_fixtures as fx
-from tests.processes import serving
 
 # Fixtures are registered by binding them in this module's namespace.
 pubsub = fx.pubsub
@@ -36,7 +32,6 @@ topic_path = fx.topic_path
 
 pytestmark = pytest.mark.e2e
 
-EMULATOR_READY_SECONDS = 30.0
 
 
 def _topic(publisher: Any, name: str = "jobs") -> str:
@@ -138,33 +133,11 @@ def test_a_5_mb_message_the_service_accepts_is_accepted(publisher: Any) -> None:
 
 
 # ------------------------------------------------- Google's own emulator
-def _emulator_binary() -> Path:
-    if shutil.which("gcloud") is None:
-        pytest.skip("gcloud is not on PATH; Google's Pub/Sub emulator ships with it")
-    root = subprocess.run(
-        ["gcloud", "info", "--format=value(installation.sdk_root)"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    ).stdout.strip()
-    binary = Path(root) / "platform" / "pubsub-emulator" / "bin" / "cloud-pubsub-emulator"
-    if not root or not binary.is_file():
-        pytest.skip(
-            "Google's Pub/Sub emulator is not installed (gcloud components install pubsub-emulator)"
-        )
-    return binary
-
-
 @pytest.fixture
 def google_emulator(tmp_path: Path) -> Iterator[str]:
     """Google's cloud-pubsub-emulator on a free loopback port; yields ``host:port``."""
-    binary = _emulator_binary()
-    port = free_port()
-    argv = [str(binary), "--host=127.0.0.1", f"--port={port}"]
-    with serving(argv, port, tmp_path / "pubsub-emulator.log",
-                 ready_seconds=EMULATOR_READY_SECONDS):
-        yield f"127.0.0.1:{port}"
+    with fx.running_backend("emulator", tmp_path) as backend:
+        yield backend.address
 
 
 def test_googles_emulator_accepts_what_the_service_refuses_which_is_why_the_stand_in_enforces_limits(  # noqa: E501

@@ -311,6 +311,204 @@ def test_a_deactivated_workload_suspends_its_jobset_and_frees_the_quota(store, s
     assert cq["status"]["admittedWorkloads"] == 0
 
 
+# ----------------------------------------------------------------------------- ResourceFlavors
+
+V5E, V4 = "tpu-v5-lite-podslice", "tpu-v4-podslice"
+ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
+
+
+def add_flavor(store: ObjectStore, name: str, node_labels: dict[str, str] | None = None) -> None:
+    spec = {"nodeLabels": node_labels} if node_labels is not None else {}
+    store.create(KUEUE, "resourceflavors", {
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor",
+        "metadata": {"name": name}, "spec": spec})
+
+
+def add_flavored_queue(store: ObjectStore, quotas: dict[str, int]) -> None:
+    """A ClusterQueue shaped like the production manifests: one resource group,
+    one ``google.com/tpu`` flavor per accelerator, in the given order."""
+    store.create(KUEUE, "clusterqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue",
+        "metadata": {"name": "research-cq"},
+        "spec": {"namespaceSelector": {}, "queueingStrategy": "BestEffortFIFO",
+                 "resourceGroups": [{"coveredResources": ["google.com/tpu"], "flavors": [
+                     {"name": name, "resources": [
+                         {"name": "google.com/tpu", "nominalQuota": quota}]}
+                     for name, quota in quotas.items()]}]}})
+    store.create(KUEUE, "localqueues", {
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+        "metadata": {"name": QUEUE, "namespace": NAMESPACE},
+        "spec": {"clusterQueue": "research-cq"}})
+
+
+def add_accelerator_flavors(store: ObjectStore, quotas: dict[str, int]) -> None:
+    for name in quotas:
+        add_flavor(store, name, {ACCELERATOR: name})
+    add_flavored_queue(store, quotas)
+
+
+def workload_of(store: ObjectStore, jobset_name: str) -> dict[str, Any]:
+    [found] = [w for w in store.list(KUEUE, "workloads", NAMESPACE)
+               if w["metadata"]["name"].startswith(f"jobset-{jobset_name}-")]
+    return found
+
+
+def admitted_flavors(store: ObjectStore, jobset_name: str) -> list[str]:
+    admission = workload_of(store, jobset_name)["status"]["admission"]
+    return [a["flavors"]["google.com/tpu"] for a in admission["podSetAssignments"]]
+
+
+def flavor_usage(store: ObjectStore) -> dict[str, str]:
+    cq = store.get(KUEUE, "clusterqueues", "research-cq")
+    return {f["name"]: f["resources"][0]["total"] for f in cq["status"]["flavorsUsage"]}
+
+
+def pending_message(store: ObjectStore, jobset_name: str) -> str:
+    found = condition(workload_of(store, jobset_name), "QuotaReserved")
+    assert found is not None
+    assert found["status"] == "False"
+    return str(found["message"])
+
+
+def test_a_jobset_for_each_accelerator_is_admitted_in_its_own_flavor(store, sim):
+    add_accelerator_flavors(store, {V5E: 256, V4: 256})
+    submit(store, tpu_jobset("gemma", tpu="v5litepod-16"))
+    submit(store, tpu_jobset("llama", tpu="v4-32"))
+
+    sim.settle()
+
+    assert jobset(store, "gemma")["spec"]["suspend"] is False
+    assert jobset(store, "llama")["spec"]["suspend"] is False
+    assert admitted_flavors(store, "gemma") == [V5E]
+    assert admitted_flavors(store, "llama") == [V4]
+    assert flavor_usage(store) == {V5E: "32", V4: "32"}
+
+
+def test_quota_used_up_in_one_flavor_does_not_hold_back_jobsets_of_another(store, sim):
+    add_accelerator_flavors(store, {V5E: 32, V4: 32})
+    submit(store, tpu_jobset("first", tpu="v5litepod-16"))
+    sim.settle()
+    submit(store, tpu_jobset("second", tpu="v5litepod-16"))
+    submit(store, tpu_jobset("llama", tpu="v4-32"))
+
+    sim.settle()
+
+    assert jobset(store, "second")["spec"]["suspend"] is True
+    assert pending_message(store, "second") == (
+        f"couldn't assign flavors to pod set slice: flavor {V4} doesn't match node affinity, "
+        f"insufficient unused quota for google.com/tpu in flavor {V5E}, 32 more needed")
+    assert jobset(store, "llama")["spec"]["suspend"] is False
+    assert admitted_flavors(store, "llama") == [V4]
+    assert flavor_usage(store) == {V5E: "32", V4: "32"}
+
+
+def test_a_jobset_whose_node_selector_matches_no_flavor_stays_pending_and_says_so(store, sim):
+    add_accelerator_flavors(store, {V5E: 256, V4: 256})
+    submit(store, tpu_jobset("big", tpu="v5p-16", slices=1))
+
+    sim.settle()
+
+    assert jobset(store, "big")["spec"]["suspend"] is True
+    assert pending_message(store, "big") == (
+        f"couldn't assign flavors to pod set slice: flavor {V4} doesn't match node affinity, "
+        f"flavor {V5E} doesn't match node affinity")
+    assert flavor_usage(store) == {V5E: "0", V4: "0"}
+
+
+def test_a_jobset_selecting_its_accelerator_by_required_node_affinity_gets_that_flavor(
+    store, sim
+):
+    add_accelerator_flavors(store, {V5E: 256, V4: 256})
+    body = tpu_jobset("llama", tpu="v4-32")
+    pod_spec = body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    del pod_spec["nodeSelector"][ACCELERATOR]
+    pod_spec["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [
+            {"key": ACCELERATOR, "operator": "In", "values": [V4]}]}]}}}
+    submit(store, body)
+
+    sim.settle()
+
+    assert admitted_flavors(store, "llama") == [V4]
+    admitted = jobset(store, "llama")["spec"]["replicatedJobs"][0]["template"]["spec"]
+    assert admitted["template"]["spec"]["nodeSelector"][ACCELERATOR] == V4
+
+
+def test_a_full_flavor_spills_over_into_the_next_matching_one_whose_labels_the_pods_get(
+    store, sim
+):
+    add_flavor(store, "v5e-reserved", {ACCELERATOR: V5E})
+    add_flavor(store, "v5e-spot", {ACCELERATOR: V5E, "cloud.google.com/gke-spot": "true"})
+    add_flavored_queue(store, {"v5e-reserved": 32, "v5e-spot": 64})
+    submit(store, tpu_jobset("first"))
+    sim.settle()
+    submit(store, tpu_jobset("second"))
+
+    sim.settle()
+
+    assert admitted_flavors(store, "first") == ["v5e-reserved"]
+    assert admitted_flavors(store, "second") == ["v5e-spot"]
+    spec = jobset(store, "second")["spec"]["replicatedJobs"][0]["template"]["spec"]
+    assert spec["template"]["spec"]["nodeSelector"] == {
+        ACCELERATOR: V5E, "cloud.google.com/gke-tpu-topology": "4x4",
+        "cloud.google.com/gke-spot": "true"}
+    assert flavor_usage(store) == {"v5e-reserved": "32", "v5e-spot": "32"}
+
+
+def test_a_cluster_queue_naming_a_missing_resource_flavor_admits_nothing_until_it_exists(
+    store, sim
+):
+    add_flavor(store, V5E, {ACCELERATOR: V5E})
+    add_flavored_queue(store, {V5E: 256, V4: 256})
+    submit(store, tpu_jobset("gemma", tpu="v5litepod-16"))
+
+    sim.settle()
+
+    assert jobset(store, "gemma")["spec"]["suspend"] is True
+    pending = condition(workload_of(store, "gemma"), "QuotaReserved")
+    assert pending is not None
+    assert (pending["reason"], pending["message"]) == (
+        "Inadmissible", "ClusterQueue research-cq is inactive")
+    active = condition(store.get(KUEUE, "clusterqueues", "research-cq"), "Active")
+    assert active is not None
+    assert (active["status"], active["reason"], active["message"]) == (
+        "False", "FlavorNotFound",
+        f"Can't admit new workloads: references missing ResourceFlavor(s): [{V4}].")
+    local_queue = condition(store.get(KUEUE, "localqueues", QUEUE, NAMESPACE), "Active")
+    assert local_queue is not None
+    assert local_queue["reason"] == "ClusterQueueIsInactive"
+
+    add_flavor(store, V4, {ACCELERATOR: V4})
+    sim.settle()
+
+    assert jobset(store, "gemma")["spec"]["suspend"] is False
+    assert is_true(store.get(KUEUE, "clusterqueues", "research-cq"), "Active")
+
+
+@pytest.mark.parametrize("resource_flavor", [False, True],
+                         ids=["no-resource-flavors", "empty-resource-flavor"])
+def test_a_single_flavor_queue_without_node_labels_admits_as_it_always_did(
+    store, sim, resource_flavor
+):
+    if resource_flavor:
+        add_flavor(store, "tpu")
+    add_queue(store, quota=32)
+    body = tpu_jobset("llama")
+    submit(store, body)
+    submit(store, tpu_jobset("waits"))
+
+    sim.settle()
+
+    assert admitted_flavors(store, "llama") == ["tpu"]
+    admitted = jobset(store, "llama")["spec"]["replicatedJobs"][0]["template"]["spec"]
+    assert admitted["template"]["spec"]["nodeSelector"] \
+        == body["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["nodeSelector"]
+    assert pending_message(store, "waits") == ("couldn't assign flavors to pod set slice: "
+        "insufficient unused quota for google.com/tpu in flavor tpu, 32 more needed")
+    assert flavor_usage(store) == {"tpu": "32"}
+    assert is_true(store.get(KUEUE, "clusterqueues", "research-cq"), "Active")
+
+
 # ----------------------------------------------------------------------------- nodes
 
 

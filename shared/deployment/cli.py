@@ -1,0 +1,171 @@
+"""``accelops deploy generate``, ``accelops manifests render`` and ``accelops doctor``.
+
+Kept apart from ``shared/cli.py`` so the everyday commands do not import the
+deployment definition.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from shared.deployment.doctor import Expectations
+
+__all__ = ["add_commands", "doctor_expectations", "repo_root", "write_files"]
+
+
+def repo_root() -> Path:
+    """The repository this package runs from (terraform/ and manifests/ live there)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def write_files(root: Path, files: dict[str, str], *, check: bool) -> list[str]:
+    """Write ``files`` under ``root`` (or, with check, only compare); returns the paths
+    that differ from what is on disk. Files under root that are not in ``files`` are
+    stale too, and removed when writing."""
+    stale = [name for name, text in files.items()
+             if not (root / name).is_file() or (root / name).read_text("utf-8") != text]
+    on_disk = (str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+    extra = sorted(name for name in on_disk if name not in files)
+    if check:
+        return stale + extra
+    for name in stale:
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(files[name], "utf-8")
+    for name in extra:
+        (root / name).unlink()
+    return stale + extra
+
+
+def generate(root: Path, *, check: bool) -> list[str]:
+    """Write (or, with check, compare) every generated file under the repository
+    ``root``; returns the paths that were (or would be) changed."""
+    from shared.deployment.manifests import BASE_DIR, base_files
+    from shared.deployment.readme import replace_block
+    from shared.deployment.terraform import GENERATED_DIR, generated_files
+
+    changed: list[str] = []
+    for directory, files in ((GENERATED_DIR, generated_files()), (BASE_DIR, base_files())):
+        changed += [f"{directory}/{name}"
+                    for name in write_files(root / directory, files, check=check)]
+    readme = root / "README.md"
+    if readme.is_file():
+        text = readme.read_text("utf-8")
+        if (fresh := replace_block(text)) != text:
+            changed.append("README.md")
+            if not check:
+                readme.write_text(fresh, "utf-8")
+    return changed
+
+
+def stale_generated_files(root: Path) -> list[str]:
+    """The generated files under ``root`` that are stale (empty: all current)."""
+    return generate(root, check=True)
+
+
+def cmd_generate(args: argparse.Namespace) -> int:
+    changed = generate(Path(args.root) if args.root else repo_root(), check=args.check)
+    if args.check:
+        if changed:
+            print("stale (run `accelops deploy generate`):\n  " + "\n  ".join(changed),
+                  file=sys.stderr)
+            return 1
+        print("generated files are current")
+        return 0
+    print("\n".join(f"wrote {name}" for name in changed) or "generated files were current")
+    return 0
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    from shared.config import load_config
+    from shared.deployment.manifests import overlay_files
+
+    config = load_config(args.config)
+    out = Path(args.out)
+    written = write_files(out, overlay_files(config, args.project, out, repo_root()),
+                          check=False)
+    print("\n".join(f"wrote {out / name}" for name in written) or f"{out} was current")
+    print(f"apply with: kubectl apply --server-side -k {out}")
+    return 0
+
+
+@contextlib.contextmanager
+def doctor_expectations(args: argparse.Namespace,
+                        ) -> Iterator[tuple[Expectations, tuple[str, ...]]]:
+    """What ``accelops doctor`` checks against, and which areas: a running local
+    sandbox (``--state-dir``), or the deployment the environment names."""
+    from shared.config import Settings, load_config
+    from shared.deployment.doctor import AREAS, Expectations, production_retry
+    from shared.errors import ConfigError
+
+    if args.state_dir:
+        from sandbox.runner import Sandbox
+        from sandbox.topology import FUNCTIONS, PROJECT
+
+        sandbox = Sandbox.attach(Path(args.state_dir))
+        running = [spec for spec in FUNCTIONS if sandbox.has(spec.target)]
+        retry = {spec.target: (spec.retry.minimum_backoff, spec.retry.maximum_backoff,
+                               spec.retry.max_delivery_attempts,
+                               spec.retry.ack_deadline_seconds) for spec in running}
+        areas = ["pubsub"]
+        areas += ["kubernetes", "identity"] if sandbox.has("cluster") else []
+        areas += ["bigquery"] if sandbox.has("bigquery") else []
+        expect = Expectations(
+            PROJECT, load_config(str(sandbox.config)), lambda f: retry[f.name],
+            push_endpoints={spec.target: sandbox.function_url(spec.target) for spec in running},
+            functions=tuple(retry))
+        with sandbox.client_env():
+            print(f"checking the sandbox in {sandbox.state_dir}")
+            yield expect, tuple(areas)
+        return
+    settings = Settings.from_env()
+    project = args.project or settings.project
+    source = args.config or settings.config_source
+    if not project or not source:
+        raise ConfigError("doctor needs a project and a config: pass --project and --config "
+                          "(or set ACCELOPS_PROJECT and ACCELOPS_CONFIG), or --state-dir "
+                          "for the local sandbox")
+    print(f"checking project {project} with config {source}")
+    yield Expectations(project, load_config(source), production_retry), tuple(AREAS)
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from shared.deployment.doctor import main as doctor
+
+    return doctor(args)
+
+
+def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    deploy = sub.add_parser("deploy", help="the deployment definition").add_subparsers(
+        dest="deploy_command", required=True, metavar="ACTION")
+    generate = deploy.add_parser(
+        "generate", help="write terraform/generated and manifests/base from "
+                         "shared/deployment")
+    generate.add_argument("--check", action="store_true",
+                          help="write nothing; exit 1 when a generated file is stale")
+    generate.add_argument("--root", help="repository root (default: this checkout)")
+    generate.set_defaults(func=cmd_generate)
+
+    manifests = sub.add_parser("manifests", help="Kubernetes manifests").add_subparsers(
+        dest="manifests_command", required=True, metavar="ACTION")
+    render = manifests.add_parser(
+        "render", help="write a kustomize overlay (team namespaces, Kueue queues, RBAC "
+                       "bindings) for a config and project")
+    render.add_argument("--config", required=True, help="the team config YAML")
+    render.add_argument("--project", required=True,
+                        help="the Google Cloud project of the functions' service accounts")
+    render.add_argument("--out", required=True, help="overlay directory to write")
+    render.set_defaults(func=cmd_render)
+
+    doctor = sub.add_parser(
+        "doctor", help="check a deployment from outside and print each problem with its fix")
+    doctor.add_argument("--config", help="team config YAML (default: $ACCELOPS_CONFIG)")
+    doctor.add_argument("--project", help="default: $ACCELOPS_PROJECT")
+    doctor.add_argument("--state-dir", help="check the local sandbox in this state directory")
+    doctor.set_defaults(func=cmd_doctor)
+

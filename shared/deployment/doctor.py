@@ -1,0 +1,282 @@
+"""``accelops doctor``: check a deployment from outside against the definition and
+print each problem with its fix.
+
+Pub/Sub: every topic exists, every push subscription points at its function with
+the definition's ack deadline, retry and dead-letter policy. Kubernetes: the
+cluster answers, every configured team has its namespace, LocalQueue and
+ClusterQueue, the ResourceFlavors and priority classes exist. Identities: each
+function's identity may do what its code needs and nothing else of the same kinds
+(SubjectAccessReview, asked as the cluster's own authorizer answers it). BigQuery:
+the tables carry every column of the schema and the views exist.
+
+Each area is checked on its own: one that cannot be reached is reported as a
+problem and the others are still checked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import math
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from shared.config import AccelopsConfig
+from shared.deployment import system
+from shared.deployment.access import Probe, allowed_by_definition, probes
+from shared.deployment.manifests import PRIORITY_VALUES, cluster_queue_name, identity
+from shared.deployment.model import Function
+from shared.errors import AccelopsError
+
+__all__ = ["Expectations", "Finding", "check", "main"]
+
+Retry = tuple[float, float, int, int]  # minimum, maximum backoff; attempts; ack deadline
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    area: str
+    ok: bool
+    what: str
+    fix: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Expectations:
+    """What the deployment should look like."""
+
+    project: str
+    config: AccelopsConfig
+    retry: Callable[[Function], Retry]
+    # Function → the push endpoint it must have; None: any, signed with OIDC as the
+    # push invoker (production, where URLs are Terraform's outputs).
+    push_endpoints: Mapping[str, str] | None = None
+    # The functions deployed (a partial sandbox runs some); default: all.
+    functions: tuple[str, ...] = tuple(f.name for f in system.FUNCTIONS)
+
+    def deployed(self) -> list[Function]:
+        return [f for f in system.FUNCTIONS if f.name in self.functions]
+
+
+def production_retry(spec: Function) -> Retry:
+    r = spec.retry
+    return (float(r.minimum_backoff_seconds), float(r.maximum_backoff_seconds),
+            r.max_delivery_attempts, r.ack_deadline_seconds)
+
+
+def _guard(area: str, what: str, run: Callable[[], list[Finding]]) -> list[Finding]:
+    try:
+        return run()
+    except AccelopsError as exc:
+        return [Finding(area, False, f"cannot check {what}: {exc.message}",
+                        "make the service reachable with these credentials, then run again")]
+
+
+# ------------------------------------------------------------------------ Pub/Sub
+def _pubsub(expect: Expectations) -> list[Finding]:
+    from shared import pubsub
+
+    found = []
+    for topic in system.TOPICS:
+        ok = pubsub.topic_exists(expect.project, topic)
+        found.append(Finding("pubsub", ok, f"topic {topic} exists" if ok
+                             else f"topic {topic} is missing",
+                             "" if ok else "terraform apply (modules/pubsub)"))
+    for spec in expect.deployed():
+        found += _subscription(expect, spec, pubsub.get_subscription(expect.project,
+                                                                     spec.subscription))
+    return found
+
+
+def _subscription(expect: Expectations, spec: Function,
+                  sub: dict[str, Any] | None) -> list[Finding]:
+    name = f"subscription {spec.subscription}"
+    fix = "terraform apply (modules/pubsub)"
+    if sub is None:
+        return [Finding("pubsub", False, f"{name} is missing", fix)]
+    problems = []
+    topic = f"projects/{expect.project}/topics/{spec.trigger_topic}"
+    if sub["topic"] != topic:
+        problems.append(f"reads {sub['topic']}, not {topic}")
+    wanted = (expect.push_endpoints or {}).get(spec.name)
+    if not sub["push_endpoint"]:
+        problems.append("is a pull subscription: nothing delivers to the function")
+    elif wanted is not None and sub["push_endpoint"] != wanted:
+        problems.append(f"pushes to {sub['push_endpoint']}, not {wanted}")
+    invoker = f"{system.PUSH_INVOKER}@{expect.project}.iam.gserviceaccount.com"
+    if expect.push_endpoints is None and sub["oidc_service_account"] != invoker:
+        problems.append(f"pushes without an OIDC token of {invoker}")
+    minimum, maximum, attempts, ack = expect.retry(spec)
+    if sub["ack_deadline_seconds"] != ack:
+        problems.append(f"ack deadline {sub['ack_deadline_seconds']} s, not {ack} s")
+    # Durations travel as seconds + nanos: compare to the millisecond.
+    if not all(got is not None and math.isclose(got, want, abs_tol=1e-3) for got, want in
+               ((sub["minimum_backoff"], minimum), (sub["maximum_backoff"], maximum))):
+        problems.append(f"retry backoff {sub['minimum_backoff']}..{sub['maximum_backoff']} s, "
+                        f"not {minimum:g}..{maximum:g} s")
+    dead_letter = f"projects/{expect.project}/topics/{spec.dead_letter_topic}"
+    if (sub["dead_letter_topic"], sub["max_delivery_attempts"]) != (dead_letter, attempts):
+        problems.append(f"dead-letters to {sub['dead_letter_topic'] or 'nothing'} after "
+                        f"{sub['max_delivery_attempts']} attempts, not to {dead_letter} "
+                        f"after {attempts}")
+    if problems:
+        return [Finding("pubsub", False, f"{name} {p}", fix) for p in problems]
+    return [Finding("pubsub", True, f"{name} delivers to {spec.name} with its retry and "
+                                    f"dead-letter policy")]
+
+
+# --------------------------------------------------------------------- Kubernetes
+def _kubernetes(expect: Expectations) -> list[Finding]:
+    from shared.kube import NAMESPACES, Resource, get_client
+
+    kueue = "kueue.x-k8s.io"
+    kube = get_client()
+    names = {n["metadata"]["name"] for n in kube.list(NAMESPACES)}
+    found = [Finding("kubernetes", True, f"cluster {kube.host} answers")]
+    apply = "kubectl apply --server-side -k <your overlay> (accelops manifests render)"
+
+    def exists(what: str, present: bool) -> Finding:
+        return Finding("kubernetes", present, f"{what} {'exists' if present else 'is missing'}",
+                       "" if present else apply)
+
+    flavors = {f["metadata"]["name"] for f in kube.list(
+        Resource(kueue, "v1beta1", "resourceflavors", namespaced=False))}
+    priorities = {p["metadata"]["name"] for p in kube.list(
+        Resource(kueue, "v1beta1", "workloadpriorityclasses", namespaced=False))}
+    queues = {q["metadata"]["name"]: q for q in kube.list(
+        Resource(kueue, "v1beta1", "clusterqueues", namespaced=False))}
+    found.append(exists(f"namespace {expect.config.slices.state_namespace}",
+                        expect.config.slices.state_namespace in names))
+    found += [exists(f"WorkloadPriorityClass {p}", p in priorities) for p in PRIORITY_VALUES]
+    for team_name, team in sorted(expect.config.teams.items()):
+        found.append(exists(f"namespace {team.namespace} (team {team_name})",
+                            team.namespace in names))
+        local = kube.find(Resource(kueue, "v1beta1", "localqueues"), team.queue, team.namespace) \
+            if team.namespace in names else None
+        found.append(exists(f"LocalQueue {team.namespace}/{team.queue}", local is not None))
+        wanted = cluster_queue_name(team_name)
+        if local is not None and (local.get("spec") or {}).get("clusterQueue") != wanted:
+            found.append(Finding("kubernetes", False, f"LocalQueue {team.namespace}/{team.queue} "
+                                 f"feeds {local['spec'].get('clusterQueue')}, not {wanted}", apply))
+        found.append(exists(f"ClusterQueue {wanted}", wanted in queues))
+        for flavor in _queue_flavors(queues.get(wanted)):
+            if flavor not in flavors:
+                found.append(exists(f"ResourceFlavor {flavor} (of {wanted})", False))
+    return found
+
+
+def _queue_flavors(queue: dict[str, Any] | None) -> list[str]:
+    groups = ((queue or {}).get("spec") or {}).get("resourceGroups") or []
+    return [str(f.get("name")) for g in groups for f in g.get("flavors") or []]
+
+
+# -------------------------------------------------------------------- identities
+def _review(kube: Any, user: str, probe: Probe) -> bool:
+    from shared.kube import SUBJECT_ACCESS_REVIEWS
+
+    resource, _, subresource = probe.resource.partition("/")
+    attributes = {"verb": probe.verb, "group": probe.group, "resource": resource,
+                  "subresource": subresource, "namespace": probe.namespace,
+                  "name": probe.name}
+    answer = kube.create(SUBJECT_ACCESS_REVIEWS, {
+        "apiVersion": "authorization.k8s.io/v1", "kind": "SubjectAccessReview",
+        "spec": {"user": user, "groups": ["system:authenticated"],
+                 "resourceAttributes": {k: v for k, v in attributes.items() if v}}})
+    return bool((answer.get("status") or {}).get("allowed"))
+
+
+def _identities(expect: Expectations) -> list[Finding]:
+    from shared.kube import get_client
+
+    kube = get_client()
+    found = []
+    for spec in expect.deployed():
+        if not spec.kube_rules:
+            continue
+        user = identity(spec, expect.project)
+        asked = probes(spec, expect.config)
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            answers = list(pool.map(lambda p, u=user: _review(kube, u, p), asked))
+        wrong = [(p, got) for p, got in zip(asked, answers, strict=True)
+                 if got != allowed_by_definition(spec, p, expect.config)]
+        for probe, got in wrong:
+            if got:
+                found.append(Finding("identity", False, f"{user} may {probe.describe()}, which "
+                                     f"{spec.name} does not need",
+                                     "remove the binding that grants it (kubectl get "
+                                     "clusterrolebindings,rolebindings -A -o wide)"))
+            else:
+                found.append(Finding("identity", False, f"{user} may not {probe.describe()}, "
+                                     f"which {spec.name} needs",
+                                     "apply the RBAC of manifests/base and your overlay"))
+        if not wrong:
+            found.append(Finding("identity", True, f"{spec.name} ({user}) may do what it needs "
+                                                   f"and nothing more ({len(asked)} checks)"))
+    return found
+
+
+# ----------------------------------------------------------------------- BigQuery
+def _bigquery(expect: Expectations) -> list[Finding]:
+    from shared import bigquery as bq
+    from shared.metrics.schema import TABLES, VIEWS
+
+    metrics = expect.config.metrics
+    fix = "terraform apply (modules/bigquery), or accelops bq init"
+    found = []
+    for spec in TABLES:
+        table = f"{metrics.dataset}.{spec.name(metrics)}"
+        columns = bq.table_fields(expect.project, table)
+        if columns is None:
+            found.append(Finding("bigquery", False, f"table {table} is missing", fix))
+            continue
+        have = {(c.name, c.type, c.mode) for c in columns}
+        missing = [f"{f.name} {f.type} {f.mode}" for f in spec.fields
+                   if (f.name, f.type, f.mode) not in have]
+        found.append(Finding("bigquery", not missing,
+                             f"table {table} lacks or differs in {', '.join(missing)}"
+                             if missing else f"table {table} has every column",
+                             fix if missing else ""))
+    for view in VIEWS:
+        ok = bq.table_fields(expect.project, f"{metrics.dataset}.{view.name}") is not None
+        found.append(Finding("bigquery", ok, f"view {metrics.dataset}.{view.name} "
+                             f"{'exists' if ok else 'is missing'}", "" if ok else fix))
+    return found
+
+
+AREAS: dict[str, tuple[str, Callable[[Expectations], list[Finding]]]] = {
+    "pubsub": ("Pub/Sub", _pubsub),
+    "kubernetes": ("the cluster", _kubernetes),
+    "identity": ("function identities", _identities),
+    "bigquery": ("BigQuery", _bigquery),
+}
+
+
+def check(expect: Expectations, areas: tuple[str, ...] = tuple(AREAS)) -> Iterator[Finding]:
+    """Every finding, area by area (an area that cannot be reached is one finding)."""
+    for area in areas:
+        what, run = AREAS[area]
+        yield from _guard(area, what, functools.partial(run, expect))
+
+
+def report(findings: Iterator[Finding], out: Callable[[str], None] = print) -> int:
+    """Print the findings; the number of problems."""
+    problems = 0
+    for finding in findings:
+        if finding.ok:
+            out(f"  ok       {finding.what}")
+        else:
+            problems += 1
+            out(f"  PROBLEM  {finding.what}")
+            if finding.fix:
+                out(f"           fix: {finding.fix}")
+    out("no problems found" if not problems else f"{problems} problem(s) found")
+    return problems
+
+
+def main(args: argparse.Namespace) -> int:
+    from shared.deployment.cli import doctor_expectations
+
+    with doctor_expectations(args) as (expect, areas):
+        return 1 if report(check(expect, areas)) else 0

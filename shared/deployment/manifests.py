@@ -1,0 +1,223 @@
+"""The Kubernetes side of the definition, as kustomize input.
+
+``manifests/base/`` (committed, checked for staleness like Terraform's
+files) holds what is the same in every cluster: the ``accelops-system`` namespace,
+one ResourceFlavor per TPU accelerator, the WorkloadPriorityClasses job requests
+name, and a ClusterRole (and Role) per function from its ``kube_rules``.
+
+A deployment's overlay comes from its team config and project
+(``accelops manifests render --config C --project P --out DIR``): one namespace per
+team with Pod Security Admission labels, its ClusterQueue (TPU quota from the
+team's ``tpu_chips``) and LocalQueue, and the bindings that give each function's
+Google service account (a Kubernetes user named by its email on GKE) its roles.
+Queues and config therefore cannot drift: both come from the same file. Pure.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from shared.config import AccelopsConfig, TeamPolicy
+from shared.deployment import system
+from shared.deployment.model import Function, KubeRule
+from shared.errors import ConfigError
+from shared.tpu import catalogue, lookup
+
+__all__ = [
+    "BASE_DIR",
+    "PRIORITY_VALUES",
+    "base_files",
+    "cluster_queue_name",
+    "identity",
+    "overlay_files",
+    "team_flavors",
+]
+
+BASE_DIR = "manifests/base"  # generated entirely: edit shared/deployment instead
+PART_OF = {"app.kubernetes.io/part-of": "accelops"}
+TEAM_LABEL = "accelops.dev/team"
+KUEUE = "kueue.x-k8s.io/v1beta1"
+RBAC = "rbac.authorization.k8s.io/v1"
+# Job requests name one of these (shared/jobs/request.py); higher is admitted first
+# and may preempt lower within a ClusterQueue.
+PRIORITY_VALUES = {"low": 100, "medium": 500, "high": 1000}
+# What team pods must satisfy. TPU pods need no privileges, so "baseline" holds; the
+# stricter "restricted" profile is reported (warn, audit) to show what to tighten.
+POD_SECURITY = {
+    "pod-security.kubernetes.io/enforce": "baseline",
+    "pod-security.kubernetes.io/enforce-version": "v1.32",
+    "pod-security.kubernetes.io/warn": "restricted",
+    "pod-security.kubernetes.io/audit": "restricted",
+}
+
+
+def _yaml(objects: Iterable[dict[str, Any]]) -> str:
+    return "---\n".join(yaml.safe_dump(o, sort_keys=False, width=100) for o in objects)
+
+
+def _meta(name: str, namespace: str | None = None, **labels: str) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if namespace:
+        meta["namespace"] = namespace
+    meta["labels"] = {**PART_OF, **labels}
+    return meta
+
+
+def role_name(spec: Function, scope: str) -> str:
+    """``accelops-<function>`` for its cluster rules, ``...-state`` and ``...-team``."""
+    suffix = {"cluster": "", "state_namespace": "-state", "team_namespaces": "-team"}[scope]
+    return f"accelops-{spec.name.replace('_', '-')}{suffix}"
+
+
+def _rules(rules: Iterable[KubeRule]) -> list[dict[str, Any]]:
+    out = []
+    for rule in rules:
+        entry: dict[str, Any] = {"apiGroups": [rule.api_group],
+                                 "resources": list(rule.resources), "verbs": list(rule.verbs)}
+        if rule.resource_names:
+            entry["resourceNames"] = list(rule.resource_names)
+        out.append(entry)
+    return out
+
+
+def _scopes(spec: Function) -> dict[str, list[KubeRule]]:
+    scopes: dict[str, list[KubeRule]] = {}
+    for rule in spec.kube_rules:
+        scopes.setdefault(rule.scope, []).append(rule)
+    return scopes
+
+
+def _roles() -> list[dict[str, Any]]:
+    """ClusterRoles for cluster and team rules (a team's RoleBinding refers to one);
+    a Role in accelops-system for state rules."""
+    objects = []
+    for spec in system.FUNCTIONS:
+        for scope, rules in _scopes(spec).items():
+            namespace = system.STATE_NAMESPACE if scope == "state_namespace" else None
+            objects.append({"apiVersion": RBAC, "kind": "Role" if namespace else "ClusterRole",
+                            "metadata": _meta(role_name(spec, scope), namespace),
+                            "rules": _rules(rules)})
+    return objects
+
+
+def _accelerators() -> list[str]:
+    return sorted({shape.accelerator for shape in catalogue()})
+
+
+def base_files() -> dict[str, str]:
+    """``manifests/base/`` (path → content)."""
+    namespace = {"apiVersion": "v1", "kind": "Namespace",
+                 "metadata": _meta(system.STATE_NAMESPACE)}
+    flavors = [{"apiVersion": KUEUE, "kind": "ResourceFlavor", "metadata": _meta(acc),
+                "spec": {"nodeLabels": {"cloud.google.com/gke-tpu-accelerator": acc}}}
+               for acc in _accelerators()]
+    priorities = [{"apiVersion": KUEUE, "kind": "WorkloadPriorityClass",
+                   "metadata": _meta(name), "value": value,
+                   "description": f"job requests with priority {name!r}"}
+                  for name, value in PRIORITY_VALUES.items()]
+    files = {
+        "namespace.yaml": _yaml([namespace]),
+        "kueue-flavors.yaml": _yaml(flavors),
+        "kueue-priorities.yaml": _yaml(priorities),
+        "rbac.yaml": _yaml(_roles()),
+    }
+    header = "# Generated by `accelops deploy generate` from shared/deployment; do not edit.\n"
+    files = {name: header + text for name, text in files.items()}
+    files["kustomization.yaml"] = header + yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": sorted(files)}, sort_keys=False)
+    return files
+
+
+# ----------------------------------------------------------------------- overlays
+def identity(spec: Function, project: str) -> str:
+    """The Kubernetes user GKE maps a function's Google service account to."""
+    return f"{spec.service_account}@{project}.iam.gserviceaccount.com"
+
+
+def cluster_queue_name(team: str) -> str:
+    return f"{team}-cluster-queue"
+
+
+def team_flavors(team: TeamPolicy) -> list[str]:
+    """The ResourceFlavors (TPU accelerators) a team's queue offers: those of its
+    allowed TPU types, or every accelerator when it has no allow-list."""
+    if team.tpu_types is None:
+        return _accelerators()
+    return sorted({lookup(t).accelerator for t in team.tpu_types})
+
+
+def _team_objects(name: str, team: TeamPolicy) -> list[dict[str, Any]]:
+    queue = cluster_queue_name(name)
+    return [
+        {"apiVersion": "v1", "kind": "Namespace",
+         "metadata": _meta(team.namespace, **{TEAM_LABEL: name, **POD_SECURITY})},
+        {"apiVersion": KUEUE, "kind": "ClusterQueue",
+         "metadata": _meta(queue, **{TEAM_LABEL: name}),
+         "spec": {
+             "namespaceSelector": {"matchLabels": {TEAM_LABEL: name}},
+             "queueingStrategy": "BestEffortFIFO",
+             "resourceGroups": [{
+                 "coveredResources": ["google.com/tpu"],
+                 "flavors": [{"name": flavor, "resources": [
+                     {"name": "google.com/tpu", "nominalQuota": team.tpu_chips}]}
+                     for flavor in team_flavors(team)],
+             }],
+         }},
+        {"apiVersion": KUEUE, "kind": "LocalQueue",
+         "metadata": _meta(team.queue, team.namespace, **{TEAM_LABEL: name}),
+         "spec": {"clusterQueue": queue}},
+    ]
+
+
+def _binding(kind: str, name: str, role_kind: str, role: str, user: str,
+             namespace: str | None = None) -> dict[str, Any]:
+    return {"apiVersion": RBAC, "kind": kind, "metadata": _meta(name, namespace),
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                          "name": user}]}
+
+
+def _bindings(config: AccelopsConfig, project: str) -> list[dict[str, Any]]:
+    objects = []
+    for spec in system.FUNCTIONS:
+        user = identity(spec, project)
+        for scope in _scopes(spec):
+            role = role_name(spec, scope)
+            if scope == "cluster":
+                objects.append(_binding("ClusterRoleBinding", role, "ClusterRole", role, user))
+            elif scope == "state_namespace":
+                objects.append(_binding("RoleBinding", role, "Role", role, user,
+                                        config.slices.state_namespace))
+            else:
+                objects += [_binding("RoleBinding", role, "ClusterRole", role, user,
+                                     team.namespace) for team in config.teams.values()]
+    return objects
+
+
+def overlay_files(config: AccelopsConfig, project: str, out_dir: Path,
+                  repo_root: Path) -> dict[str, str]:
+    """A kustomize overlay for this config and project (path → content), with the base
+    referred to relative to ``out_dir`` (kustomize wants relative paths)."""
+    if config.slices.state_namespace != system.STATE_NAMESPACE:
+        raise ConfigError(
+            f"slices.state_namespace {config.slices.state_namespace!r}: the manifests "
+            f"create {system.STATE_NAMESPACE!r}; use it or adapt manifests/base",
+            field="slices.state_namespace")
+    base = os.path.relpath(repo_root / BASE_DIR, out_dir.resolve())
+    teams = [obj for name, team in sorted(config.teams.items())
+             for obj in _team_objects(name, team)]
+    header = ("# Generated by `accelops manifests render` from the team config; "
+              "do not edit (render again).\n")
+    return {
+        "teams.yaml": header + _yaml(teams),
+        "bindings.yaml": header + _yaml(_bindings(config, project)),
+        "kustomization.yaml": header + yaml.safe_dump({
+            "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+            "resources": [base, "teams.yaml", "bindings.yaml"]}, sort_keys=False),
+    }

@@ -1,0 +1,179 @@
+"""The vocabulary of the deployment definition: what a function, a service, a
+scheduler job or a grant is. Plain frozen data; ``system.py`` holds the values.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+__all__ = [
+    "CustomRole",
+    "Function",
+    "Grant",
+    "KubeRule",
+    "LogSink",
+    "Retry",
+    "SchedulerJob",
+    "Service",
+    "service_account_id",
+]
+
+# Where a Google Cloud grant applies. Everything is as narrow as the API allows:
+# a topic, the dataset, a bucket; "project" only for the custom roles and for
+# permissions that exist at project level alone (BigQuery jobs).
+GrantScope = Literal["project", "topic", "dataset", "config_bucket", "models_bucket",
+                     "node_service_account"]
+# Where a Kubernetes rule applies: the whole cluster (a ClusterRoleBinding), the
+# namespace of accelops' own state, or every team namespace (a RoleBinding in each).
+KubeScope = Literal["cluster", "state_namespace", "team_namespaces"]
+
+_SERVICE_ACCOUNT_ID = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
+
+
+def service_account_id(name: str) -> str:
+    """``accelops-<name>`` with dashes: a valid service account id (6 to 30 characters)."""
+    account = f"accelops-{name.replace('_', '-')}"
+    if not _SERVICE_ACCOUNT_ID.match(account):
+        raise ValueError(f"{account!r} is not a valid service account id")
+    return account
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """A push subscription's delivery policy. The ack deadline is also the HTTP
+    timeout of each push, so it is at least the function's timeout."""
+
+    ack_deadline_seconds: int
+    minimum_backoff_seconds: int
+    maximum_backoff_seconds: int
+    max_delivery_attempts: int
+
+    def __post_init__(self) -> None:
+        # Pub/Sub's own limits: refuse a definition the API would refuse.
+        if not 10 <= self.ack_deadline_seconds <= 600:
+            raise ValueError("ack_deadline_seconds must be 10..600")
+        if not 0 <= self.minimum_backoff_seconds <= self.maximum_backoff_seconds <= 600:
+            raise ValueError("backoff must satisfy 0 <= minimum <= maximum <= 600")
+        if not 5 <= self.max_delivery_attempts <= 100:
+            raise ValueError("max_delivery_attempts must be 5..100")
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """One IAM role on one resource, and why the code needs it."""
+
+    role: str
+    scope: GrantScope
+    why: str
+    target: str = ""  # the topic id for scope "topic"
+
+    @property
+    def custom(self) -> bool:
+        return not self.role.startswith("roles/")
+
+
+@dataclass(frozen=True, slots=True)
+class KubeRule:
+    """One RBAC rule, and why the code needs it."""
+
+    api_group: str
+    resources: tuple[str, ...]
+    verbs: tuple[str, ...]
+    scope: KubeScope
+    why: str
+    resource_names: tuple[str, ...] = ()  # when set, only these objects
+
+
+@dataclass(frozen=True, slots=True)
+class Function:
+    """A Cloud Run function (gen2) push-subscribed to one topic."""
+
+    name: str  # the entry point in functions/main.py
+    description: str
+    trigger_topic: str
+    dead_letter_topic: str
+    retry: Retry
+    memory: str
+    timeout_seconds: int
+    concurrency: int
+    max_instances: int
+    env: tuple[str, ...]  # deployment settings the code reads (names only)
+    grants: tuple[Grant, ...] = ()
+    kube_rules: tuple[KubeRule, ...] = ()
+    publishes_to: tuple[str, ...] = ()  # topic ids; each has a publisher grant
+    cpu: str = "1"
+    sandbox_part: str = "jobs"
+
+    def __post_init__(self) -> None:
+        if self.timeout_seconds > self.retry.ack_deadline_seconds:
+            raise ValueError(f"{self.name}: a push waits at most the ack deadline, "
+                             "so the timeout cannot be longer")
+
+    @property
+    def subscription(self) -> str:
+        return f"{self.trigger_topic}-{self.name.replace('_', '-')}"
+
+    @property
+    def service_account(self) -> str:
+        return service_account_id(self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class Service:
+    """A Cloud Run service (a container image built from ``services/<name>``)."""
+
+    name: str
+    description: str
+    port: int
+    memory: str
+    cpu: str
+    concurrency: int
+    max_instances: int
+    env: tuple[str, ...]
+    grants: tuple[Grant, ...] = ()
+    publishes_to: tuple[str, ...] = ()
+
+    @property
+    def service_account(self) -> str:
+        return service_account_id(self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerJob:
+    """A Cloud Scheduler job publishing to a topic. Only ``*/N`` minute schedules
+    are used, so the sandbox can run the same job as an interval."""
+
+    name: str
+    every_minutes: int
+    topic: str
+    description: str
+    attributes: dict[str, str] = field(default_factory=dict)
+    data: str = "{}"
+    time_zone: str = "Etc/UTC"
+
+    @property
+    def schedule(self) -> str:
+        return "* * * * *" if self.every_minutes == 1 else f"*/{self.every_minutes} * * * *"
+
+
+@dataclass(frozen=True, slots=True)
+class LogSink:
+    """A Cloud Logging sink publishing matching entries to a topic. ``filter`` may
+    use ``${project_id}`` and ``${cluster_name}``, filled in by Terraform."""
+
+    name: str
+    topic: str
+    filter: str
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
+class CustomRole:
+    """A project-level custom role (for permissions no narrower resource holds)."""
+
+    role_id: str
+    title: str
+    description: str
+    permissions: tuple[str, ...]

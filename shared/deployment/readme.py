@@ -1,0 +1,60 @@
+"""The README's table of service accounts and permissions, rendered from the
+definition (``accelops deploy generate`` keeps it current; a test checks it). Pure."""
+
+from __future__ import annotations
+
+from shared.deployment import system
+from shared.deployment.model import Function, Grant, Service
+
+__all__ = ["BEGIN", "END", "permissions_table", "replace_block"]
+
+BEGIN = "<!-- generated: permissions (accelops deploy generate) -->"
+END = "<!-- /generated: permissions -->"
+
+_SCOPES = {
+    "project": "project",
+    "topic": "topic `{target}`",
+    "dataset": "the metrics dataset",
+    "config_bucket": "the config bucket",
+    "models_bucket": "the models bucket",
+    "node_service_account": "the node service account",
+}
+
+
+def _grant(grant: Grant) -> tuple[str, str]:
+    role = f"custom role `{grant.role}`" if grant.custom else f"`{grant.role}`"
+    return f"{role} on {_SCOPES[grant.scope].format(target=grant.target)}", grant.why
+
+
+def _rows(part: Function | Service) -> list[str]:
+    publish = tuple(Grant("roles/pubsub.publisher", "topic", f"publish to {topic}", topic)
+                    for topic in part.publishes_to)
+    rows = [_grant(g) for g in (*part.grants, *publish)]
+    if isinstance(part, Function):
+        for rule in part.kube_rules:
+            what = ", ".join(f"{r}.{rule.api_group}" if rule.api_group else r
+                             for r in rule.resources)
+            names = f" named {', '.join(rule.resource_names)}" if rule.resource_names else ""
+            where = {"cluster": "all namespaces", "state_namespace": "`accelops-system`",
+                     "team_namespaces": "each team namespace"}[rule.scope]
+            rows.append((f"Kubernetes: {'/'.join(rule.verbs)} {what}{names} in {where}",
+                         rule.why))
+    account = f"`{part.service_account}`"
+    return [f"| {account if i == 0 else ''} | {grant} | {why} |"
+            for i, (grant, why) in enumerate(rows)] or [f"| {account} | (none) | |"]
+
+
+def permissions_table() -> str:
+    lines = ["| service account | permission | needed by |", "| --- | --- | --- |"]
+    parts: list[Function | Service] = [*system.FUNCTIONS, *system.SERVICES]
+    for part in parts:
+        lines += _rows(part)
+    lines.append(f"| `{system.PUSH_INVOKER}` | `roles/run.invoker` on each function | "
+                 "Pub/Sub signs its pushes as this account (OIDC) |")
+    return "\n".join(lines)
+
+
+def replace_block(text: str) -> str:
+    """``text`` with the generated block between BEGIN and END rendered afresh."""
+    start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
+    return f"{text[:start]}\n{permissions_table()}\n{text[end:]}"

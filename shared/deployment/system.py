@@ -1,0 +1,230 @@
+"""The deployable system, defined once.
+
+Every function with its trigger, push subscription, retry and dead-letter policy,
+size, service account and the exact permissions its code uses; the Cloud Run
+services; the scheduler job; the log sink; the custom roles. Terraform reads the
+JSON that ``accelops deploy generate`` writes from this module (committed under
+``terraform/generated/``, checked for staleness by a test), the Kubernetes RBAC in
+``manifests/`` is rendered from it, and the sandbox provisions Pub/Sub from it.
+
+Topic ids come from :class:`shared.config.Topics` (the names the code publishes
+to), so a topic is spelled once.
+"""
+
+from __future__ import annotations
+
+from shared.config import SliceConfig, Topics
+from shared.deployment.model import (
+    CustomRole,
+    Function,
+    Grant,
+    KubeRule,
+    LogSink,
+    Retry,
+    SchedulerJob,
+    Service,
+)
+from shared.slices.record import RECORD_NAME
+
+__all__ = [
+    "CUSTOM_ROLES",
+    "FUNCTIONS",
+    "LOG_SINKS",
+    "PUSH_INVOKER",
+    "SCHEDULER_JOBS",
+    "SERVICES",
+    "TOPICS",
+    "dead_letter_topics",
+    "function",
+    "topics",
+]
+
+_T = Topics()
+STATE_NAMESPACE = SliceConfig().state_namespace
+
+# Retry for a minute or so at first, then every ten minutes, for about an hour in
+# all, before a message goes to its dead-letter topic: long enough to ride out a
+# cluster upgrade or a fixed deployment mistake, short enough that a dead letter
+# is looked at the same day.
+_PRODUCTION_RETRY = dict(minimum_backoff_seconds=10, maximum_backoff_seconds=600,
+                         max_delivery_attempts=10)
+
+# Settings every function reads (see the README's configuration table).
+_CONFIG_ENV = ("ACCELOPS_CONFIG", "ACCELOPS_PROJECT")
+_CLUSTER_ENV = (*_CONFIG_ENV, "ACCELOPS_LOCATION", "ACCELOPS_CLUSTER")
+
+_READ_CONFIG = Grant("roles/storage.objectViewer", "config_bucket",
+                     "read ACCELOPS_CONFIG from gs:// (shared/config.py, shared/storage.py)")
+
+CUSTOM_ROLES: tuple[CustomRole, ...] = (
+    CustomRole(
+        "accelopsClusterAccess", "accelops cluster access",
+        "Find the cluster's endpoint and authenticate to its Kubernetes API; what the "
+        "identity may do there is decided by RBAC (manifests/).",
+        ("container.clusters.get",),
+    ),
+    CustomRole(
+        "accelopsNodePoolOperator", "accelops node-pool operator",
+        "Create, resize and delete node pools of the cluster and follow the operations; "
+        "no other cluster change.",
+        ("container.clusters.get", "container.clusters.update",
+         "container.operations.get", "container.operations.list"),
+    ),
+)
+
+FUNCTIONS: tuple[Function, ...] = (
+    Function(
+        name="submit_job",
+        description="A job request published to Pub/Sub becomes a Kueue-queued JobSet.",
+        trigger_topic=_T.job_requests,
+        dead_letter_topic=f"{_T.job_requests}-dead-letter",
+        # The request lease (shared/jobs/submit.py) outlives any run: 120 s > 60 s.
+        retry=Retry(ack_deadline_seconds=60, **_PRODUCTION_RETRY),
+        memory="512Mi", timeout_seconds=60, concurrency=1, max_instances=20,
+        env=_CLUSTER_ENV,
+        publishes_to=(_T.rejections, _T.slices_reconcile),
+        grants=(
+            Grant("accelopsClusterAccess", "project",
+                  "get_cluster for the endpoint and CA (shared/gke.py), then the "
+                  "Kubernetes API (shared/kube.py)"),
+            _READ_CONFIG,
+        ),
+        kube_rules=(
+            KubeRule("jobset.x-k8s.io", ("jobsets",), ("list",), "cluster",
+                     "find every JobSet of a request id, in any team namespace "
+                     "(shared/jobs/submit.py judge)"),
+            KubeRule("jobset.x-k8s.io", ("jobsets",), ("create",), "team_namespaces",
+                     "create the JobSet in the team's namespace (shared/jobs/submit.py)"),
+            KubeRule("coordination.k8s.io", ("leases",), ("get", "create", "update", "delete"),
+                     "state_namespace",
+                     "the per-request lease that keeps racing deliveries from both "
+                     "creating (shared/lease.py)"),
+        ),
+    ),
+    Function(
+        name="reconcile_slices",
+        description="A tick, a submitted JobSet or a FailedScheduling event: create TPU "
+                    "node pools for admitted JobSets, delete them when they end.",
+        trigger_topic=_T.slices_reconcile,
+        dead_letter_topic=f"{_T.slices_reconcile}-dead-letter",
+        # Ticks come every minute: a failed one is superseded by the next, so few
+        # attempts and a short backoff.
+        retry=Retry(ack_deadline_seconds=60, minimum_backoff_seconds=10,
+                    maximum_backoff_seconds=60, max_delivery_attempts=5),
+        memory="512Mi", timeout_seconds=60, concurrency=1, max_instances=1,
+        env=_CLUSTER_ENV,
+        grants=(
+            Grant("accelopsNodePoolOperator", "project",
+                  "list, create and delete node pools, poll their operations "
+                  "(shared/gke.py, shared/slices/reconcile.py)"),
+            Grant("roles/iam.serviceAccountUser", "node_service_account",
+                  "create node pools that run as slices.node_service_account "
+                  "(only when one is configured)"),
+            _READ_CONFIG,
+        ),
+        kube_rules=(
+            KubeRule("jobset.x-k8s.io", ("jobsets",), ("list",), "cluster",
+                     "which JobSets are admitted, running or finished "
+                     "(shared/slices/reconcile.py)"),
+            KubeRule("", ("pods",), ("list",), "cluster",
+                     "which slices' pods are pending or running (shared/slices/observe.py)"),
+            KubeRule("", ("nodes",), ("list",), "cluster",
+                     "which node pools are ready (shared/slices/observe.py)"),
+            KubeRule("", ("configmaps",), ("create",), "state_namespace",
+                     "create its record the first time (shared/slices/record.py)"),
+            KubeRule("", ("configmaps",), ("get", "update"), "state_namespace",
+                     "read and update its record, and only that ConfigMap "
+                     "(shared/slices/record.py)", resource_names=(RECORD_NAME,)),
+        ),
+    ),
+    Function(
+        name="ingest_metrics",
+        description="Load-test records published by the load generator become BigQuery "
+                    "rows; refused records go to the rejections table.",
+        trigger_topic=_T.loadtest_metrics,
+        dead_letter_topic=f"{_T.loadtest_metrics}-dead-letter",
+        # A 10 MB batch takes ~1 s to check and a few seconds to insert.
+        retry=Retry(ack_deadline_seconds=120, **_PRODUCTION_RETRY),
+        memory="1Gi", timeout_seconds=120, concurrency=1, max_instances=20,
+        env=_CONFIG_ENV,
+        grants=(
+            Grant("roles/bigquery.dataEditor", "dataset",
+                  "insert rows into the requests and rejections tables "
+                  "(shared/metrics/ingest.py, shared/bigquery.py)"),
+            _READ_CONFIG,
+        ),
+        sandbox_part="metrics",
+    ),
+)
+
+SERVICES: tuple[Service, ...] = (
+    Service(
+        name="dashboard",
+        description="Load-test reports and charts read from the BigQuery views.",
+        port=8080, memory="1Gi", cpu="1", concurrency=20, max_instances=5,
+        env=_CONFIG_ENV,
+        grants=(
+            Grant("roles/bigquery.dataViewer", "dataset",
+                  "read the views (shared/metrics/views.py)"),
+            Grant("roles/bigquery.jobUser", "project",
+                  "run the queries: BigQuery has no narrower scope for jobs"),
+            _READ_CONFIG,
+        ),
+    ),
+    Service(
+        name="loadgen",
+        description="Locust against a Triton or Saxml server; publishes each request "
+                    "as a metric record.",
+        port=8089, memory="2Gi", cpu="2", concurrency=1, max_instances=1,
+        env=("ACCELOPS_PROJECT",),
+        publishes_to=(_T.loadtest_metrics,),
+    ),
+)
+
+SCHEDULER_JOBS: tuple[SchedulerJob, ...] = (
+    SchedulerJob(
+        name="reconcile-slices-every-minute", every_minutes=1, topic=_T.slices_reconcile,
+        description="The level-triggered reconcile of TPU node pools: catches every "
+                    "change a missed trigger would have announced.",
+        attributes={"trigger": "schedule"},
+    ),
+)
+
+LOG_SINKS: tuple[LogSink, ...] = (
+    LogSink(
+        name="accelops-failed-scheduling", topic=_T.slices_reconcile,
+        description="Pods that cannot be scheduled (a slice is missing): reconcile now.",
+        filter=('resource.type="k8s_pod" AND '
+                'logName="projects/${project_id}/logs/events" AND '
+                'resource.labels.cluster_name="${cluster_name}" AND '
+                'jsonPayload.reason="FailedScheduling"'),
+    ),
+)
+
+# The identity Pub/Sub signs its push requests as (OIDC), allowed to invoke each
+# function and nothing else.
+PUSH_INVOKER = "accelops-pubsub-push"
+
+
+def function(name: str) -> Function:
+    """The function of that entry point (KeyError naming the known ones)."""
+    for spec in FUNCTIONS:
+        if spec.name == name:
+            return spec
+    raise KeyError(f"no function {name!r}; known: {[f.name for f in FUNCTIONS]}")
+
+
+def dead_letter_topics() -> tuple[str, ...]:
+    return tuple(f.dead_letter_topic for f in FUNCTIONS)
+
+
+def topics() -> tuple[str, ...]:
+    """Every topic of the system, sorted: triggers, publish targets, dead letters."""
+    named = {f.trigger_topic for f in FUNCTIONS} | set(dead_letter_topics())
+    named |= {t for f in FUNCTIONS for t in f.publishes_to}
+    named |= {t for s in SERVICES for t in s.publishes_to}
+    named |= {j.topic for j in SCHEDULER_JOBS} | {s.topic for s in LOG_SINKS}
+    return tuple(sorted(named))
+
+
+TOPICS = topics()

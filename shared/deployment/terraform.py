@@ -1,0 +1,130 @@
+"""What Terraform reads from the one definition: ``terraform/generated/``.
+
+``system.json`` (functions, services, topics, scheduler jobs, log sinks, custom
+roles, the dataset), one BigQuery JSON schema per table and one SQL template per
+view. The files are committed; ``accelops deploy generate`` rewrites them and
+``accelops deploy generate --check`` (run by the test suite) fails when they are
+stale. Pure: returns file contents, writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from shared.config import MetricsConfig
+from shared.deployment import system
+from shared.deployment.model import Function, Grant, Service
+
+__all__ = ["GENERATED_DIR", "generated_files"]
+
+GENERATED_DIR = "terraform/generated"
+
+# BigQuery JSON schema files use the legacy type names; the API answers with them,
+# so writing them keeps `terraform plan` free of spurious diffs.
+_JSON_TYPES = {"INT64": "INTEGER", "FLOAT64": "FLOAT", "BOOL": "BOOLEAN"}
+
+# Placeholders Terraform fills with templatefile() (views) or replace() (filters).
+PROJECT_PLACEHOLDER = "${project_id}"
+DATASET_PLACEHOLDER = "${dataset_id}"
+
+
+def _grants(grants: tuple[Grant, ...], publishes_to: tuple[str, ...]) -> list[dict[str, str]]:
+    listed = [asdict(g) for g in grants]
+    listed += [asdict(Grant("roles/pubsub.publisher", "topic", f"publish to {topic}", topic))
+               for topic in publishes_to]
+    return listed
+
+
+def _function(spec: Function) -> dict[str, Any]:
+    return {
+        "entry_point": spec.name,
+        "description": spec.description,
+        "service_account_id": spec.service_account,
+        "trigger_topic": spec.trigger_topic,
+        "subscription": spec.subscription,
+        "dead_letter_topic": spec.dead_letter_topic,
+        **asdict(spec.retry),
+        "memory": spec.memory,
+        "cpu": spec.cpu,
+        "timeout_seconds": spec.timeout_seconds,
+        "concurrency": spec.concurrency,
+        "max_instances": spec.max_instances,
+        "env": list(spec.env),
+        "grants": _grants(spec.grants, spec.publishes_to),
+    }
+
+
+def _service(spec: Service) -> dict[str, Any]:
+    return {
+        "description": spec.description,
+        "service_account_id": spec.service_account,
+        "port": spec.port,
+        "memory": spec.memory,
+        "cpu": spec.cpu,
+        "concurrency": spec.concurrency,
+        "max_instances": spec.max_instances,
+        "env": list(spec.env),
+        "grants": _grants(spec.grants, spec.publishes_to),
+    }
+
+
+def system_document() -> dict[str, Any]:
+    """The definition as the JSON document the Terraform modules read."""
+    from shared.metrics.schema import TABLES, VIEWS
+
+    metrics = MetricsConfig()
+    return {
+        "_generated": "by `accelops deploy generate` from shared/deployment/system.py; "
+                      "do not edit",
+        "topics": list(system.TOPICS),
+        "push_invoker_account_id": system.PUSH_INVOKER,
+        "functions": {f.name: _function(f) for f in system.FUNCTIONS},
+        "services": {s.name: _service(s) for s in system.SERVICES},
+        "scheduler_jobs": {j.name: {"schedule": j.schedule, "time_zone": j.time_zone,
+                                    "topic": j.topic, "data": j.data,
+                                    "attributes": j.attributes,
+                                    "description": j.description}
+                           for j in system.SCHEDULER_JOBS},
+        "log_sinks": {s.name: {"topic": s.topic, "filter": s.filter,
+                               "description": s.description} for s in system.LOG_SINKS},
+        "custom_roles": {r.role_id: {"title": r.title, "description": r.description,
+                                     "permissions": list(r.permissions)}
+                         for r in system.CUSTOM_ROLES},
+        "bigquery": {
+            "dataset_id": metrics.dataset,
+            "tables": {spec.name(metrics): {"schema_file": f"schemas/{spec.name(metrics)}.json",
+                                            "partition_field": spec.partition_field,
+                                            "clustering": list(spec.clustering),
+                                            "expires": spec.expires,
+                                            "description": spec.description}
+                       for spec in TABLES},
+            # In dependency order: Terraform creates each after the ones before it.
+            "views": [{"name": v.name, "query_file": f"views/{v.name}.sql",
+                       "description": v.description} for v in VIEWS],
+        },
+    }
+
+
+def _dump(document: Any) -> str:
+    return json.dumps(document, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+
+
+def generated_files() -> dict[str, str]:
+    """Every generated file: path under GENERATED_DIR → content."""
+    from shared.metrics.schema import TABLES, VIEWS, Names
+
+    metrics = MetricsConfig()
+    files = {"system.json": _dump(system_document())}
+    for spec in TABLES:
+        files[f"schemas/{spec.name(metrics)}.json"] = _dump([
+            {"name": f.name, "type": _JSON_TYPES.get(f.type, f.type), "mode": f.mode,
+             **({"description": f.description} if f.description else {})}
+            for f in spec.fields])
+    # Names.of validates a real project id; the template's placeholders are not one.
+    names = Names(PROJECT_PLACEHOLDER, DATASET_PLACEHOLDER, metrics.table,
+                  metrics.rejections_table)
+    for view in VIEWS:
+        files[f"views/{view.name}.sql"] = view.sql(names) + "\n"
+    return files

@@ -1,0 +1,196 @@
+/**
+ * accelops in one project: every module composed from the one definition.
+ *
+ * terraform/generated/system.json (written by `accelops deploy generate` from
+ * shared/deployment/system.py) is read once here and its parts handed to the
+ * modules: no topic, subscription, retry policy, size, service account or grant
+ * is written in HCL.
+ */
+
+provider "google" {
+  project = var.project_id
+  region  = var.region
+}
+
+locals {
+  generated_dir = "${path.module}/../../generated"
+  system        = jsondecode(file("${local.generated_dir}/system.json"))
+
+  cluster_name     = var.create_cluster ? module.gke[0].name : var.cluster_name
+  cluster_location = var.create_cluster ? module.gke[0].location : try(coalesce(var.cluster_location, var.zone), null)
+
+  # The configuration contract (DESIGN.md): each function and service gets the
+  # variables its definition lists.
+  environment = {
+    ACCELOPS_CONFIG   = module.buckets.config_uri
+    ACCELOPS_PROJECT  = var.project_id
+    ACCELOPS_LOCATION = local.cluster_location
+    ACCELOPS_CLUSTER  = local.cluster_name
+  }
+
+  # A service without a tag has no image: modules/services says so at plan.
+  images = {
+    for name in keys(local.system.services) :
+    name => "${module.artifact_registry.url}/${name}:${var.image_tags[name]}" if contains(keys(var.image_tags), name)
+  }
+
+  labels = merge({ app = "accelops" }, var.labels)
+}
+
+# Fail at plan, with the reason, when the cluster to act on is not named.
+resource "terraform_data" "inputs" {
+  lifecycle {
+    precondition {
+      condition     = (var.create_cluster || var.cluster_name != null) && (var.cluster_location != null || var.zone != null)
+      error_message = "Name the existing cluster (cluster_name, and cluster_location or zone), or set create_cluster = true with a cluster_location or zone."
+    }
+  }
+}
+
+resource "google_project_service" "api" {
+  for_each = toset(var.activate_apis)
+
+  project            = var.project_id
+  service            = each.key
+  disable_on_destroy = false
+}
+
+module "gke" {
+  source = "../../modules/gke"
+  count  = var.create_cluster ? 1 : 0
+
+  project_id           = var.project_id
+  name                 = coalesce(var.cluster_name, "accelops")
+  location             = coalesce(var.cluster_location, var.zone)
+  region               = var.region
+  enable_private_nodes = var.enable_private_nodes
+  labels               = local.labels
+
+  depends_on = [google_project_service.api]
+}
+
+module "iam" {
+  source = "../../modules/iam"
+
+  project_id   = var.project_id
+  custom_roles = local.system.custom_roles
+  members      = merge(module.functions.service_account_members, module.services.service_account_members)
+  grants = merge(
+    { for name, f in local.system.functions : name => f.grants },
+    { for name, s in local.system.services : name => s.grants },
+  )
+
+  depends_on = [google_project_service.api]
+}
+
+module "buckets" {
+  source = "../../modules/buckets"
+
+  project_id  = var.project_id
+  location    = var.region
+  config_file = coalesce(var.config_file, "${path.module}/accelops.yaml")
+  labels      = local.labels
+
+  depends_on = [google_project_service.api]
+}
+
+module "artifact_registry" {
+  source = "../../modules/artifact_registry"
+
+  project_id = var.project_id
+  location   = var.region
+  labels     = local.labels
+
+  depends_on = [google_project_service.api]
+}
+
+module "bigquery" {
+  source = "../../modules/bigquery"
+
+  project_id                = var.project_id
+  location                  = var.bigquery_location
+  dataset_id                = local.system.bigquery.dataset_id
+  tables                    = local.system.bigquery.tables
+  views                     = local.system.bigquery.views
+  generated_dir             = local.generated_dir
+  partition_expiration_days = var.partition_expiration_days
+  deletion_protection       = var.deletion_protection
+  labels                    = local.labels
+
+  depends_on = [google_project_service.api]
+}
+
+module "pubsub" {
+  source = "../../modules/pubsub"
+
+  project_id              = var.project_id
+  topics                  = local.system.topics
+  functions               = local.system.functions
+  push_invoker_account_id = local.system.push_invoker_account_id
+  push_endpoints          = module.functions.urls
+  labels                  = local.labels
+
+  depends_on = [google_project_service.api]
+}
+
+module "functions" {
+  source = "../../modules/functions"
+
+  project_id           = var.project_id
+  region               = var.region
+  functions            = local.system.functions
+  runtime              = var.function_runtime
+  source_bucket        = module.buckets.source_bucket
+  source_object        = var.function_source_object
+  environment          = local.environment
+  push_invoker_member  = module.pubsub.push_invoker_member
+  topic_ids            = module.pubsub.topic_ids
+  dataset_id           = module.bigquery.dataset_id
+  config_bucket        = module.buckets.config_bucket
+  models_bucket        = module.buckets.models_bucket
+  node_service_account = var.node_service_account
+  labels               = local.labels
+
+  depends_on = [google_project_service.api]
+}
+
+module "services" {
+  source = "../../modules/services"
+
+  project_id    = var.project_id
+  region        = var.region
+  services      = local.system.services
+  images        = local.images
+  args          = var.service_args
+  environment   = local.environment
+  invokers      = var.service_invokers
+  topic_ids     = module.pubsub.topic_ids
+  dataset_id    = module.bigquery.dataset_id
+  config_bucket = module.buckets.config_bucket
+  models_bucket = module.buckets.models_bucket
+  labels        = local.labels
+
+  depends_on = [google_project_service.api]
+}
+
+module "scheduler" {
+  source = "../../modules/scheduler"
+
+  project_id = var.project_id
+  region     = var.region
+  jobs       = local.system.scheduler_jobs
+  topic_ids  = module.pubsub.topic_ids
+
+  depends_on = [google_project_service.api]
+}
+
+module "log_sink" {
+  source = "../../modules/log_sink"
+
+  project_id   = var.project_id
+  sinks        = local.system.log_sinks
+  topic_ids    = module.pubsub.topic_ids
+  cluster_name = local.cluster_name
+
+  depends_on = [google_project_service.api]
+}

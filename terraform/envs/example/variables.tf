@@ -1,0 +1,124 @@
+variable "project_id" {
+  type        = string
+  description = "The project to deploy accelops to (ACCELOPS_PROJECT)."
+}
+
+variable "region" {
+  type        = string
+  description = "Region of the functions, services, buckets, scheduler jobs and image repository."
+  default     = "us-central1"
+}
+
+variable "zone" {
+  type        = string
+  description = "Zone of the cluster when cluster_location is not given (a zone that offers the TPU types the teams use)."
+  default     = null
+}
+
+variable "create_cluster" {
+  type        = bool
+  description = "Create a cluster with modules/gke; false uses the existing cluster named by cluster_name and cluster_location."
+  default     = false
+}
+
+variable "cluster_name" {
+  type        = string
+  description = "Name of the GKE cluster to act on (ACCELOPS_CLUSTER); for a created cluster, its name (default \"accelops\")."
+  default     = null
+}
+
+variable "cluster_location" {
+  type        = string
+  description = "Location of the cluster (ACCELOPS_LOCATION): a region or a zone; null uses zone."
+  default     = null
+}
+
+variable "enable_private_nodes" {
+  type        = bool
+  description = "Private nodes for a created cluster."
+  default     = true
+}
+
+variable "config_file" {
+  type        = string
+  description = "Local path of the team config YAML uploaded as ACCELOPS_CONFIG; null uses accelops.yaml next to this file."
+  default     = null
+}
+
+variable "function_source_object" {
+  type        = string
+  description = "Object name, in the function source bucket, of the functions' source archive (see terraform/README.md)."
+}
+
+variable "function_runtime" {
+  type        = string
+  description = "Python runtime of the functions (python311 or python312)."
+  default     = "python312"
+}
+
+variable "image_tags" {
+  type        = map(string)
+  description = "Image tag of each service, by service name (images are <repository>/<service>:<tag>; tags are immutable, so use a release tag, not latest)."
+}
+
+variable "service_args" {
+  type        = map(list(string))
+  description = "Container arguments by service name (e.g. the load generator's Locust flags)."
+  default     = {}
+}
+
+variable "service_invokers" {
+  type        = map(list(string))
+  description = "IAM members allowed to call each Cloud Run service, by service name."
+  default     = {}
+}
+
+variable "node_service_account" {
+  type        = string
+  description = "Email of the service account TPU node pools run as (the team config's slices.node_service_account); reconcile_slices gets roles/iam.serviceAccountUser on it. Null when the config names none."
+  default     = null
+}
+
+variable "bigquery_location" {
+  type        = string
+  description = "Location of the metrics dataset (the team config's metrics.location)."
+  default     = "US"
+}
+
+variable "partition_expiration_days" {
+  type        = number
+  description = "Days after which request partitions are dropped (the team config's metrics.partition_expiration_days); null keeps them."
+  default     = null
+}
+
+variable "deletion_protection" {
+  type        = bool
+  description = "Refuse to destroy the metrics tables."
+  default     = true
+}
+
+variable "labels" {
+  type        = map(string)
+  description = "Labels added to every labelled resource."
+  default     = {}
+}
+
+variable "activate_apis" {
+  type        = list(string)
+  description = "APIs the deployment uses, enabled in the project."
+  default = [
+    "artifactregistry.googleapis.com",
+    "bigquery.googleapis.com",
+    "cloudbuild.googleapis.com",
+    "cloudresourcemanager.googleapis.com",
+    "cloudfunctions.googleapis.com",
+    "cloudscheduler.googleapis.com",
+    "compute.googleapis.com",
+    "container.googleapis.com",
+    "iam.googleapis.com",
+    "logging.googleapis.com",
+    "pubsub.googleapis.com",
+    "run.googleapis.com",
+    "storage.googleapis.com",
+  ]
+}

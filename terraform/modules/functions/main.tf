@@ -1,0 +1,88 @@
+/**
+ * One Cloud Run function (gen2) per function of the definition, each with its own
+ * service account and only the grants the definition lists for it.
+ *
+ * No event_trigger: the push subscriptions of modules/pubsub deliver the events,
+ * so the retry and dead-letter policy is the definition's, and the functions
+ * accept requests only from inside the project (ingress ALLOW_INTERNAL_ONLY,
+ * which admits Pub/Sub push) and only from the push service account (run.invoker).
+ */
+
+resource "google_service_account" "function" {
+  for_each = var.functions
+
+  project      = var.project_id
+  account_id   = each.value.service_account_id
+  display_name = "accelops ${each.key}"
+  description  = substr(each.value.description, 0, 256)
+}
+
+resource "google_cloudfunctions2_function" "function" {
+  for_each = var.functions
+
+  project     = var.project_id
+  location    = var.region
+  name        = "${var.name_prefix}${replace(each.key, "_", "-")}"
+  description = each.value.description
+  labels      = var.labels
+
+  build_config {
+    runtime     = var.runtime
+    entry_point = each.value.entry_point
+
+    source {
+      storage_source {
+        bucket = var.source_bucket
+        object = var.source_object
+      }
+    }
+  }
+
+  service_config {
+    available_memory                 = each.value.memory
+    available_cpu                    = each.value.cpu
+    timeout_seconds                  = each.value.timeout_seconds
+    max_instance_request_concurrency = each.value.concurrency
+    max_instance_count               = each.value.max_instances
+    min_instance_count               = 0
+    ingress_settings                 = "ALLOW_INTERNAL_ONLY"
+    all_traffic_on_latest_revision   = true
+    service_account_email            = google_service_account.function[each.key].email
+    environment_variables            = { for name in each.value.env : name => var.environment[name] }
+  }
+
+  lifecycle {
+    precondition {
+      condition     = alltrue([for name in each.value.env : try(var.environment[name], null) != null])
+      error_message = "Function ${each.key} needs the environment variables ${join(", ", each.value.env)}; `environment` has no value for ${join(", ", [for name in each.value.env : name if try(var.environment[name], null) == null])}."
+    }
+  }
+}
+
+# Only the push service account may invoke a function.
+resource "google_cloud_run_v2_service_iam_member" "push_invoker" {
+  for_each = var.functions
+
+  project  = var.project_id
+  location = var.region
+  name     = google_cloudfunctions2_function.function[each.key].service_config[0].service
+  role     = "roles/run.invoker"
+  member   = var.push_invoker_member
+}
+
+module "grants" {
+  source = "../grants"
+
+  project_id = var.project_id
+  principals = {
+    for name, f in var.functions : name => {
+      member = "serviceAccount:${google_service_account.function[name].email}"
+      grants = f.grants
+    }
+  }
+  topic_ids            = var.topic_ids
+  dataset_id           = var.dataset_id
+  config_bucket        = var.config_bucket
+  models_bucket        = var.models_bucket
+  node_service_account = var.node_service_account
+}

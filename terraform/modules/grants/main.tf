@@ -1,0 +1,76 @@
+/**
+ * Resource-level grants of the definition's service accounts: each role is bound
+ * on the one topic, dataset, bucket or service account it is about, never on the
+ * project. Grants of scope "project" are modules/iam's.
+ *
+ * Used by modules/functions and modules/services for their own accounts.
+ */
+
+locals {
+  grants = flatten([
+    for principal, p in var.principals : [
+      for g in p.grants : merge(g, { principal = principal })
+    ]
+  ])
+
+  topic_grants = {
+    for g in local.grants : "${g.principal}/${g.target}/${g.role}" => g if g.scope == "topic"
+  }
+  dataset_grants = {
+    for g in local.grants : "${g.principal}/${g.role}" => g if g.scope == "dataset"
+  }
+  bucket_grants = {
+    for g in local.grants : "${g.principal}/${g.scope}/${g.role}" => g if contains(keys(local.buckets), g.scope)
+  }
+  # Only when a node service account is configured (slices.node_service_account).
+  node_service_account_grants = {
+    for g in local.grants : "${g.principal}/${g.role}" => g
+    if g.scope == "node_service_account" && var.node_service_account != null
+  }
+
+  buckets = {
+    config_bucket = var.config_bucket
+    models_bucket = var.models_bucket
+  }
+}
+
+resource "google_pubsub_topic_iam_member" "topic" {
+  for_each = local.topic_grants
+
+  project = var.project_id
+  topic   = var.topic_ids[each.value.target]
+  role    = each.value.role
+  member  = var.principals[each.value.principal].member
+
+  lifecycle {
+    precondition {
+      condition     = contains(keys(var.topic_ids), each.value.target)
+      error_message = "${each.value.principal}: grant on topic ${each.value.target}, which is not one of the definition's topics."
+    }
+  }
+}
+
+resource "google_bigquery_dataset_iam_member" "dataset" {
+  for_each = local.dataset_grants
+
+  project    = var.project_id
+  dataset_id = var.dataset_id
+  role       = each.value.role
+  member     = var.principals[each.value.principal].member
+}
+
+resource "google_storage_bucket_iam_member" "bucket" {
+  for_each = local.bucket_grants
+
+  bucket = local.buckets[each.value.scope]
+  role   = each.value.role
+  member = var.principals[each.value.principal].member
+}
+
+resource "google_service_account_iam_member" "node_service_account" {
+  for_each = local.node_service_account_grants
+
+  service_account_id = "projects/${var.project_id}/serviceAccounts/${var.node_service_account}"
+  role               = each.value.role
+  member             = var.principals[each.value.principal].member
+}

@@ -1,0 +1,69 @@
+"""Unknown-field detection of the sandbox Kubernetes API (the schemas behind fieldValidation)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sandbox.kubeapi.fields import check, root_type
+
+
+@pytest.mark.parametrize(
+    ("group", "version", "kind", "schema"),
+    [
+        ("", "v1", "Pod", "V1Pod"),
+        ("", "v1", "Event", "CoreV1Event"),
+        ("events.k8s.io", "v1", "Event", "EventsV1Event"),
+        ("rbac.authorization.k8s.io", "v1", "ClusterRoleBinding", "V1ClusterRoleBinding"),
+        ("coordination.k8s.io", "v1", "Lease", "V1Lease"),
+        ("kueue.x-k8s.io", "v1beta1", "LocalQueue", "LocalQueue"),
+        ("jobset.x-k8s.io", "v1alpha2", "JobSet", "JobSet"),
+        ("example.com", "v1", "Widget", None),
+    ],
+)
+def test_each_kind_finds_its_schema(group: str, version: str, kind: str,
+                                    schema: str | None) -> None:
+    assert root_type(group, version, kind) == schema
+
+
+def test_unknown_fields_of_a_built_in_kind_are_reported_by_path_and_dropped() -> None:
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "colour": "red"},
+           "spec": {"containers": [{"name": "main", "image": "busybox", "cpus": 2,
+                                    "resources": {"limits": {"google.com/tpu": "4"}}}]}}
+
+    report = check("V1Pod", pod)
+
+    assert report.unknown == ["metadata.colour", "spec.containers[0].cpus"]
+    assert report.pruned == {
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "main", "image": "busybox",
+                                 "resources": {"limits": {"google.com/tpu": "4"}}}]}}
+    assert "colour" in pod["metadata"]  # the input is left alone
+
+
+def test_a_jobset_pod_template_is_checked_against_the_built_in_pod_spec() -> None:
+    body = {"spec": {"suspend": True, "failurePolicy": {"maxRestarts": 1},
+                     "replicatedJobs": [{"name": "w", "replicas": 2, "template": {"spec": {
+                         "parallelism": 4, "template": {"spec": {
+                             "nodeSelector": {"cloud.google.com/gke-tpu-topology": "4x4"},
+                             "containers": [{"name": "c", "privileged": True}]}}}}}]}}
+
+    assert check("JobSet", body).unknown == [
+        "spec.replicatedJobs[0].template.spec.template.spec.containers[0].privileged"]
+
+
+def test_a_workload_priority_class_keeps_its_top_level_value() -> None:
+    body = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "WorkloadPriorityClass",
+            "metadata": {"name": "high"}, "value": 1000, "spec": {}}
+
+    assert check("WorkloadPriorityClass", body).unknown == ["spec"]
+
+
+def test_strategic_merge_directives_and_map_keys_are_not_fields() -> None:
+    patch = {"metadata": {"labels": {"any/key": "v"}},
+             "spec": {"containers": [{"name": "c", "$patch": "delete"}]}}
+
+    assert check("V1Pod", patch).unknown == []
+
+
+def test_null_values_of_a_merge_patch_are_kept() -> None:
+    assert check("V1ConfigMap", {"data": None}).pruned == {"data": None}

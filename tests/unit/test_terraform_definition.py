@@ -1,0 +1,283 @@
+"""terraform/ consumes the one definition (terraform/generated/system.json) and copies
+none of it: every function and service is deployed from it, every name, retry policy,
+size and grant comes from it, and nothing grants more than the definition says."""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.unit.test_terraform_modules import (
+    EXAMPLE,
+    GENERATED,
+    MODULES,
+    ROOT,
+    blocks,
+    load,
+    load_dir,
+    resources,
+    string_literals,
+    tf_files,
+    walk,
+)
+
+PRIMITIVE_ROLES = {"roles/owner", "roles/editor", "roles/viewer"}
+CLUSTER_WIDE_ROLES = {"roles/container.admin", "roles/container.developer",
+                      "roles/container.clusterAdmin"}
+
+# Roles Terraform itself binds (not the definition's accounts), and the modules that may:
+# the Pub/Sub service agent publishes dead letters, acks what it dead-letters and signs
+# push tokens; log sink writers publish; the push identity and named members invoke;
+# the GKE node service account writes logs and metrics.
+INFRASTRUCTURE_ROLES = {
+    "roles/pubsub.publisher": {"pubsub", "log_sink"},
+    "roles/pubsub.subscriber": {"pubsub"},
+    "roles/iam.serviceAccountTokenCreator": {"pubsub"},
+    "roles/run.invoker": {"functions", "services"},
+    "roles/logging.logWriter": {"gke"},
+    "roles/monitoring.metricWriter": {"gke"},
+}
+
+
+@cache
+def system() -> dict[str, Any]:
+    return json.loads((GENERATED / "system.json").read_text("utf-8"))  # type: ignore[no-any-return]
+
+
+def exported_entry_points() -> list[str]:
+    """functions/main.py's __all__, read without importing functions_framework."""
+    tree = ast.parse((ROOT / "functions" / "main.py").read_text("utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return list(ast.literal_eval(node.value))
+    raise AssertionError("functions/main.py has no __all__")
+
+
+def example_module(name: str) -> dict[str, Any]:
+    return blocks(EXAMPLE, "module")[name]  # type: ignore[no-any-return]
+
+
+def literals_by_module() -> dict[Path, set[str]]:
+    return {path: set(string_literals(path)) for path in tf_files()}
+
+
+# --- deployed from the definition ------------------------------------------------------
+
+
+def test_the_example_reads_system_json_once_and_hands_its_parts_down() -> None:
+    (local_block, *_) = load_dir(EXAMPLE)["locals"]
+    assert local_block["system"] == '${jsondecode(file("${local.generated_dir}/system.json"))}'
+    assert local_block["generated_dir"] == "${path.module}/../../generated"
+    reads = sum(path.read_text("utf-8").count('/system.json")') for path in tf_files())
+    assert reads == 1, "system.json is read once, in envs/example, and handed down"
+
+
+@pytest.mark.parametrize("entry_point", exported_entry_points())
+def test_every_exported_entry_point_is_defined_and_deployed(entry_point: str) -> None:
+    functions = system()["functions"]
+    assert entry_point in {f["entry_point"] for f in functions.values()}, \
+        f"{entry_point} is exported by functions/main.py but not in system.json"
+    # The example hands the definition's functions to the functions and pubsub modules ...
+    assert example_module("functions")["functions"] == "${local.system.functions}"
+    assert example_module("pubsub")["functions"] == "${local.system.functions}"
+    # ... which deploy one function, and one push subscription, per entry.
+    function = resources(MODULES / "functions")["google_cloudfunctions2_function.function"]
+    assert function["for_each"] == "${var.functions}"
+    assert function["build_config"][0]["entry_point"] == "${each.value.entry_point}"
+    assert "event_trigger" not in function, "delivery is by the push subscriptions"
+    push = resources(MODULES / "pubsub")["google_pubsub_subscription.push"]
+    assert push["for_each"] == "${var.functions}"
+
+
+def test_every_function_of_the_definition_is_exported() -> None:
+    assert sorted(f["entry_point"] for f in system()["functions"].values()) == \
+        sorted(exported_entry_points())
+
+
+@pytest.mark.parametrize("service", sorted(p.parent.name for p in
+                                           (ROOT / "services").glob("*/Dockerfile")))
+def test_every_service_with_a_dockerfile_is_defined_and_deployed(service: str) -> None:
+    assert service in system()["services"], \
+        f"services/{service} has a Dockerfile but is not in system.json"
+    assert example_module("services")["services"] == "${local.system.services}"
+    run = resources(MODULES / "services")["google_cloud_run_v2_service.service"]
+    assert run["for_each"] == "${var.services}"
+    assert run["template"][0]["containers"][0]["image"] == "${var.images[each.key]}"
+    assert run["ingress"] == "${var.ingress}"
+    ingress = blocks(MODULES / "services", "variable")["ingress"]
+    assert ingress["default"] == "INGRESS_TRAFFIC_INTERNAL_ONLY"
+
+
+def test_the_other_parts_of_the_definition_are_handed_down_whole() -> None:
+    handed = {
+        ("pubsub", "topics"): "${local.system.topics}",
+        ("pubsub", "push_invoker_account_id"): "${local.system.push_invoker_account_id}",
+        ("scheduler", "jobs"): "${local.system.scheduler_jobs}",
+        ("log_sink", "sinks"): "${local.system.log_sinks}",
+        ("iam", "custom_roles"): "${local.system.custom_roles}",
+        ("bigquery", "dataset_id"): "${local.system.bigquery.dataset_id}",
+        ("bigquery", "tables"): "${local.system.bigquery.tables}",
+        ("bigquery", "views"): "${local.system.bigquery.views}",
+    }
+    for (module, argument), expression in handed.items():
+        assert example_module(module)[argument] == expression, (module, argument)
+
+
+def test_retry_policy_and_sizes_are_read_from_the_definition() -> None:
+    push = resources(MODULES / "pubsub")["google_pubsub_subscription.push"]
+    assert push["name"] == "${each.value.subscription}"
+    assert push["topic"] == "${google_pubsub_topic.topic[each.value.trigger_topic].id}"
+    assert push["ack_deadline_seconds"] == "${each.value.ack_deadline_seconds}"
+    assert push["retry_policy"][0] == {"minimum_backoff": "${each.value.minimum_backoff_seconds}s",
+                                       "maximum_backoff": "${each.value.maximum_backoff_seconds}s"}
+    dead_letter = push["dead_letter_policy"][0]
+    assert dead_letter["dead_letter_topic"] == \
+        "${google_pubsub_topic.topic[each.value.dead_letter_topic].id}"
+    assert dead_letter["max_delivery_attempts"] == "${each.value.max_delivery_attempts}"
+    assert push["expiration_policy"][0]["ttl"] == ""
+    oidc = push["push_config"][0]["oidc_token"][0]
+    assert oidc["service_account_email"] == "${google_service_account.push_invoker.email}"
+
+    service = resources(MODULES / "functions")["google_cloudfunctions2_function.function"][
+        "service_config"][0]
+    assert service == service | {
+        "available_memory": "${each.value.memory}",
+        "available_cpu": "${each.value.cpu}",
+        "timeout_seconds": "${each.value.timeout_seconds}",
+        "max_instance_request_concurrency": "${each.value.concurrency}",
+        "max_instance_count": "${each.value.max_instances}",
+        "ingress_settings": "ALLOW_INTERNAL_ONLY",
+    }
+    account = resources(MODULES / "functions")["google_service_account.function"]
+    assert account["account_id"] == "${each.value.service_account_id}"
+
+
+def test_no_retry_or_size_is_a_number_written_in_hcl() -> None:
+    keys = {"ack_deadline_seconds", "max_delivery_attempts", "minimum_backoff", "maximum_backoff",
+            "timeout_seconds", "available_memory", "available_cpu", "max_instance_count",
+            "max_instance_request_concurrency"}
+    literal = [(str(path.relative_to(ROOT)), ".".join(keys_))
+               for path in tf_files() for keys_, leaf in walk(load(path))
+               if keys_ and keys_[-1] in keys and not (isinstance(leaf, str) and "${" in leaf)]
+    assert not literal, f"retry/size literals in HCL: {sorted(set(literal))}"
+
+
+def test_no_name_from_the_definition_is_written_in_hcl() -> None:
+    doc = system()
+    names = set(doc["topics"]) | {doc["push_invoker_account_id"]} | set(doc["custom_roles"])
+    for spec in [*doc["functions"].values(), *doc["services"].values()]:
+        names.add(spec["service_account_id"])
+    for spec in doc["functions"].values():
+        names |= {spec["subscription"], spec["trigger_topic"], spec["dead_letter_topic"]}
+    names |= set(doc["scheduler_jobs"]) | set(doc["log_sinks"])
+    copies = sorted({(str(path.relative_to(ROOT)), name)
+                     for path, literals in literals_by_module().items()
+                     for literal in literals for name in names if name in literal})
+    assert not copies, f"names from system.json copied into HCL: {copies}"
+    dataset_and_tables = {doc["bigquery"]["dataset_id"], *doc["bigquery"]["tables"],
+                          *(v["name"] for v in doc["bigquery"]["views"])}
+    exact = sorted({(str(path.relative_to(ROOT)), literal)
+                    for path, literals in literals_by_module().items()
+                    for literal in literals if literal in dataset_and_tables})
+    assert not exact, f"BigQuery names from system.json copied into HCL: {exact}"
+
+
+# --- least privilege -------------------------------------------------------------------
+
+
+def test_no_primitive_or_cluster_wide_container_role_anywhere() -> None:
+    forbidden = PRIMITIVE_ROLES | CLUSTER_WIDE_ROLES
+    found = sorted({(str(path.relative_to(ROOT)), role)
+                    for path in tf_files() for role in forbidden
+                    if re.search(re.escape(role) + r"(?![\w.])", path.read_text("utf-8"))})
+    assert not found, found
+    in_definition = [g["role"] for spec in [*system()["functions"].values(),
+                                            *system()["services"].values()]
+                     for g in spec["grants"] if g["role"] in forbidden]
+    assert not in_definition
+
+
+def test_role_literals_are_only_the_infrastructure_roles_where_they_belong() -> None:
+    for path, literals in literals_by_module().items():
+        module = path.parent.name
+        for literal in literals:
+            if re.fullmatch(r"roles/[\w.]+", literal):
+                assert module in INFRASTRUCTURE_ROLES.get(literal, set()), (
+                    f"{path.relative_to(ROOT)} writes {literal}: "
+                    "the definition's roles come from system.json")
+
+
+def test_the_definitions_roles_are_never_written_as_literals_where_accounts_are_granted() -> None:
+    roles = {g["role"] for spec in [*system()["functions"].values(), *system()["services"].values()]
+             for g in spec["grants"]}
+    for module in ("functions", "services", "grants", "iam"):
+        for path in (MODULES / module).glob("*.tf"):
+            written = roles & set(string_literals(path))
+            assert not written, f"{path.relative_to(ROOT)} copies roles {written}"
+    for module in ("grants", "iam"):
+        for address, body in resources(MODULES / module).items():
+            if "role" in body:
+                assert body["role"].startswith("${"), address
+
+
+def test_every_grant_scope_of_the_definition_is_bound_somewhere() -> None:
+    accounts = [*system()["functions"].values(), *system()["services"].values()]
+    scopes = {g["scope"] for spec in accounts for g in spec["grants"]}
+    grants_main = (MODULES / "grants" / "main.tf").read_text("utf-8")
+    iam_main = (MODULES / "iam" / "main.tf").read_text("utf-8")
+    for scope in scopes:
+        # A scope is bound where the module selects it: `g.scope == "topic"`, or a bucket
+        # scope as a key of the module's bucket map (`config_bucket = var.config_bucket`).
+        bound_in = [name for name, text in (("grants", grants_main), ("iam", iam_main))
+                    if f'g.scope == "{scope}"' in text
+                    or re.search(rf"^\s*{scope}\s*=\s*var\.{scope}$", text, re.M)]
+        assert bound_in, f"grants of scope {scope!r} are bound nowhere"
+    # Grants are bound for the accounts of both kinds.
+    for module in ("functions", "services"):
+        call = blocks(MODULES / module, "module")["grants"]
+        assert call["source"] == "../grants"
+    iam = example_module("iam")
+    assert "module.functions.service_account_members" in iam["members"]
+    assert "module.services.service_account_members" in iam["members"]
+
+
+def test_project_level_grants_are_only_custom_roles_or_named_predefined_roles() -> None:
+    project = [g for spec in [*system()["functions"].values(), *system()["services"].values()]
+               for g in spec["grants"] if g["scope"] == "project"]
+    custom = system()["custom_roles"]
+    for g in project:
+        assert g["role"] in custom or g["role"] in {"roles/bigquery.jobUser"}, g
+    for role in custom.values():
+        assert all(p.startswith("container.clusters.") or p.startswith("container.operations.")
+                   for p in role["permissions"]), role
+
+
+def test_bigquery_write_is_granted_on_the_dataset_only() -> None:
+    for spec in [*system()["functions"].values(), *system()["services"].values()]:
+        for g in spec["grants"]:
+            if g["role"].startswith("roles/bigquery.data"):
+                assert g["scope"] == "dataset", g
+
+
+def test_publish_is_granted_on_a_topic_only() -> None:
+    for spec in [*system()["functions"].values(), *system()["services"].values()]:
+        for g in spec["grants"]:
+            if g["role"].startswith("roles/pubsub."):
+                assert g["scope"] == "topic", g
+                assert g["target"] in system()["topics"], g
+
+
+def test_services_refuse_public_invokers() -> None:
+    invokers = blocks(MODULES / "services", "variable")["invokers"]
+    condition = invokers["validation"][0]["condition"]
+    assert '"allUsers"' in condition
+    assert '"allAuthenticatedUsers"' in condition
+    text = "\n".join(p.read_text("utf-8") for p in (MODULES / "services").glob("*.tf"))
+    assert 'member   = "allUsers"' not in text
