@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-emulator lint deploy-check unit fuzz bench sandbox-up sandbox-down clean checkov
+.PHONY: venv demo test test-emulator lint deploy-check unit fuzz bench browser chromium sandbox-up sandbox-down clean checkov
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,8 +31,36 @@ deploy-check: $(STAMP) checkov
 	$(VENV)/bin/accelops deploy generate --check
 	CHECKPOINT_DISABLE=1 terraform fmt -check -recursive terraform
 
-test: lint deploy-check
+test: lint deploy-check chromium
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The browser tests alone: the dashboard and an offline report in headless Chromium.
+browser: $(STAMP) chromium
+	$(PY) -m pytest tests/browser $(PYTEST_ARGS)
+
+# tests/browser drive Debian's Chromium (Playwright's own browser downloads cannot be
+# fetched here). Installed with apt as root, or through sudo; `apt-get update` only
+# when the package lists are too old to find it.
+CHROMIUM := /usr/bin/chromium
+APT_INSTALL_CHROMIUM := env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
+APT_UPDATE := env DEBIAN_FRONTEND=noninteractive apt-get update
+
+chromium: $(CHROMIUM)
+
+$(CHROMIUM):
+	@if [ "$$(id -u)" = 0 ]; then as_root=; \
+	elif command -v sudo >/dev/null 2>&1; then as_root=sudo; \
+	else echo "make: $(CHROMIUM) is missing and installing it needs root (no sudo here): run" \
+	  "'apt-get install -y --no-install-recommends chromium' as root" >&2; exit 1; fi; \
+	command -v apt-get >/dev/null 2>&1 || { echo "make: $(CHROMIUM) is missing and there" \
+	  "is no apt-get: install Debian's chromium package, which the browser tests drive" >&2; \
+	  exit 1; }; \
+	$$as_root $(APT_INSTALL_CHROMIUM) \
+	  || { $$as_root $(APT_UPDATE) && $$as_root $(APT_INSTALL_CHROMIUM); } \
+	  || { echo "make: could not install Debian's chromium package (see apt's output" \
+	    "above); the browser tests need $(CHROMIUM)" >&2; exit 1; }; \
+	test -x $(CHROMIUM) || { echo "make: apt installed chromium but $(CHROMIUM) is" \
+	  "missing" >&2; exit 1; }
 
 # The e2e suite with the sandbox on Google's Pub/Sub emulator instead of the stand-in
 # (tests that rely on one of the emulator's departures from Pub/Sub are skipped).
@@ -52,6 +80,7 @@ bench: $(STAMP)
 	$(PY) -m tests.bench.slices
 	$(PY) -m tests.bench.metrics
 	$(PY) -m tests.bench.report
+	$(PY) -m tests.bench.dashboard
 	$(PY) -m tests.bench.hostile
 
 sandbox-up: $(STAMP)

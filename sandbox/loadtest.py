@@ -42,6 +42,8 @@ __all__ = [
 REPO = Path(__file__).resolve().parent.parent
 LOCUSTFILE = REPO / "services" / "loadgen" / "locustfile.py"
 DEFAULT_MODELS = {"triton": "toy-lm", "saxml": "/sax/test/toy"}
+# The sandbox Triton's decoupled twin of toy-lm, for --stream (generate_stream).
+STREAM_MODEL = "toy-lm-stream"
 ROWS_TIMEOUT = 60.0
 
 
@@ -62,6 +64,7 @@ class LoadTest:
     accelerator: str = "cpu"
     max_tokens: int = 16
     bad_request_ratio: float = 0.0
+    stream: bool = False
 
     def command(self, stats_prefix: Path) -> list[str]:
         return [
@@ -72,6 +75,7 @@ class LoadTest:
             "--test-id", self.test_id, "--server", self.server, "--model", self.model,
             "--accelerator", self.accelerator, "--max-tokens", str(self.max_tokens),
             "--bad-request-ratio", str(self.bad_request_ratio),
+            *(["--stream"] if self.stream else []),
         ]
 
 
@@ -169,15 +173,25 @@ def wait_for_rows(source: MetricsSource, test_id: str, expected: int,
         time.sleep(0.5)
 
 
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f} ms"
+
+
 def format_summary(s: TestSummary) -> str:
-    return "\n".join([
+    lines = [
         f"  test        {s.test_id}  ({s.server or '?'} / {s.model_name or '?'} on "
         f"{s.accelerator or '?'}, {s.users or '?'} users, {s.duration_s:.1f}s)",
-        f"  requests    {s.requests}  ({s.qps:.1f}/s), errors {s.errors} "
-        f"({s.error_rate:.1%})",
-        f"  latency     p50 {s.p50_ms:.1f} ms   p90 {s.p90_ms:.1f} ms   p99 {s.p99_ms:.1f} ms",
-        f"  tokens      {s.output_tokens} out, {s.tokens_per_s:.0f}/s",
-    ])
+        f"  requests    {s.requests}  ({s.qps:.1f}/s, {s.success_qps:.1f}/s successful), "
+        f"errors {s.errors} ({s.error_rate:.1%})",
+        f"  latency     p50 {_ms(s.p50_ms)}   p90 {_ms(s.p90_ms)}   p99 {_ms(s.p99_ms)}"
+        "   (successful requests)",
+    ]
+    if s.ttft_p50_ms is not None:
+        lines.append(f"  first token p50 {_ms(s.ttft_p50_ms)}   p90 {_ms(s.ttft_p90_ms)}")
+    lines.append(f"  tokens      {s.output_tokens} out, {s.tokens_per_s:.0f}/s")
+    if s.mixed_models:
+        lines.append(f"  warning     requests named several models: {s.models_seen}")
+    return "\n".join(lines)
 
 
 def write_html(source: MetricsSource, test_id: str, out_root: Path,
@@ -217,13 +231,14 @@ def main(args: argparse.Namespace) -> int:
     from shared.metrics.views import BigQueryMetrics
 
     test_id = args.test_id or new_test_id()
-    model = args.model or DEFAULT_MODELS[args.server]
+    model = args.model or (STREAM_MODEL if args.stream else DEFAULT_MODELS[args.server])
     with session(state_dir_from(args.state_dir), {"metrics"}) as sandbox, sandbox.client_env():
         host = args.host or (sandbox.triton_url if args.server == "triton"
                              else sandbox.saxml_url)
         test = LoadTest(test_id=test_id, host=host, server=args.server, users=args.users,
                         duration_s=args.duration, model=model, accelerator=args.accelerator,
-                        max_tokens=args.max_tokens, bad_request_ratio=args.bad_request_ratio)
+                        max_tokens=args.max_tokens, bad_request_ratio=args.bad_request_ratio,
+                        stream=args.stream)
         source = BigQueryMetrics.from_env()
         summary = run(test, sandbox.env(), source)
         print(format_summary(summary))

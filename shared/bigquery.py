@@ -137,12 +137,21 @@ def insert_rows(project: str, table: str, rows: Sequence[Mapping[str, Any]],
 
 def query(project: str, sql: str, params: Mapping[str, Any] | None = None,
           ) -> list[dict[str, Any]]:
-    """Run a query with named scalar parameters and return its rows as dicts."""
+    """Run a query with named parameters and return its rows as dicts.
+
+    A list or tuple becomes an ARRAY parameter of its items' type (STRING when empty),
+    for ``WHERE x IN UNNEST(@xs)``.
+    """
     from google.cloud import bigquery
 
+    def parameter(name: str, value: Any) -> Any:
+        if isinstance(value, list | tuple):
+            kind = _param_type(value[0]) if value else "STRING"
+            return bigquery.ArrayQueryParameter(name, kind, list(value))
+        return bigquery.ScalarQueryParameter(name, _param_type(value), value)
+
     config = bigquery.QueryJobConfig(query_parameters=[
-        bigquery.ScalarQueryParameter(name, _param_type(value), value)
-        for name, value in (params or {}).items()])
+        parameter(name, value) for name, value in (params or {}).items()])
     with _translated("query"):
         job = client(project).query(sql, job_config=config, retry=_retry(QUERY_DEADLINE),
                                     timeout=QUERY_DEADLINE)

@@ -291,6 +291,9 @@ def build_parser() -> argparse.ArgumentParser:
     loadtest.add_argument("--accelerator", default="cpu",
                           help="recorded with the run, e.g. v5litepod-8 (default: cpu)")
     loadtest.add_argument("--max-tokens", type=int, default=16)
+    loadtest.add_argument("--stream", action="store_true",
+                          help="Triton only: stream tokens (generate_stream) and record the "
+                               "time to first token; model default toy-lm-stream")
     loadtest.add_argument("--bad-request-ratio", type=float, default=0.0,
                           help="fraction of requests sent to a missing model (default: 0)")
     loadtest.add_argument("--report-dir", default="reports",

@@ -164,6 +164,8 @@ class MetricsConfig(BaseModel):
     dataset: Annotated[str, Field(pattern=_BQ_ID)] = "loadtest"
     table: Annotated[str, Field(pattern=_BQ_ID)] = "requests"
     rejections_table: Annotated[str, Field(pattern=_BQ_ID)] = "rejections"
+    # One row per test and phase: what the load generator was asked to do.
+    runs_table: Annotated[str, Field(pattern=_BQ_ID)] = "test_runs"
     location: str = "US"
     # Partitions older than this are dropped by BigQuery; None keeps them forever.
     partition_expiration_days: Annotated[int, Field(ge=1)] | None = None

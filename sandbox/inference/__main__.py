@@ -1,16 +1,18 @@
 """``python -m sandbox.inference``: a real inference target for load tests.
 
     python -m sandbox.inference --triton-http-port P --saxml-port Q
-        [--triton-grpc-port G] [--model toy-lm] [--ms-per-token 1.0]
-        [--startup-timeout 60] [--log-file PATH] [--verbose]
+        [--triton-grpc-port G] [--model toy-lm] [--saxml-model /sax/test/toy ...]
+        [--ms-per-token 1.0] [--startup-timeout 60] [--log-file PATH] [--verbose]
 
 Serves the toy LM two ways: a real tritonserver (KServe v2 HTTP on P, gRPC on
-G; see ``sandbox.inference.triton`` for the request shapes) and a Saxml HTTP
-proxy stand-in on Q (see ``sandbox.inference.saxml``). A port of 0 picks a free
-one. Everything binds 127.0.0.1.
+G; ``--model`` for ``/infer`` and ``--model``-stream for ``generate_stream``, see
+``sandbox.inference.triton`` for the request shapes) and a Saxml HTTP proxy
+stand-in on Q serving the ``--saxml-model`` paths (repeatable; see
+``sandbox.inference.saxml``). A port of 0 picks a free one. Everything binds
+127.0.0.1.
 
 Readiness: Q is bound at once (so a clash fails fast) but refuses connections
-until Triton reports the model ready (``/v2/models/NAME/ready`` = 200, which
+until Triton reports both models ready (``/v2/models/NAME/ready`` = 200, which
 trails ``/v2/health/ready``). A supervisor that waits for both ports to accept
 connections therefore knows the whole target is up. The same moment, stdout
 gets (flushed)::
@@ -49,7 +51,7 @@ from pathlib import Path
 from types import FrameType
 
 from sandbox.httpserver import free_port
-from sandbox.inference.saxml import SaxmlApi, SaxmlHttpServer
+from sandbox.inference.saxml import DEFAULT_MODELS, SaxmlApi, SaxmlHttpServer, check_model_path
 from sandbox.inference.triton import DEFAULT_MAX_BATCH_SIZE, MODEL_NAME_PATTERN, ToyLmTriton
 
 log = logging.getLogger("sandbox.inference")
@@ -119,6 +121,13 @@ def _model_name(value: str) -> str:
     return value
 
 
+def _saxml_model(value: str) -> str:
+    try:
+        return check_model_path(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m sandbox.inference",
@@ -131,7 +140,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--triton-grpc-port", type=int, default=0,
                         help="Triton gRPC port (default: a free one)")
     parser.add_argument("--model", type=_model_name, default="toy-lm",
-                        help="Triton model name (default toy-lm)")
+                        help="Triton model name (default toy-lm; streamed as NAME-stream)")
+    parser.add_argument("--saxml-model", type=_saxml_model, action="append", default=None,
+                        metavar="PATH",
+                        help="a model path the Saxml proxy serves, repeatable "
+                             f"(default {' '.join(DEFAULT_MODELS)}); others get HTTP 400")
     parser.add_argument("--ms-per-token", type=float, default=1.0,
                         help="simulated decode time per generated token (default 1.0)")
     parser.add_argument("--max-batch-size", type=int, default=DEFAULT_MAX_BATCH_SIZE,
@@ -169,8 +182,8 @@ def _serve(triton: ToyLmTriton, saxml: SaxmlHttpServer, signals: _Signals,
         log.debug("startup failed", exc_info=True)
         return _fail(f"Triton failed to start: {error}", triton)
     if not ready:
-        return _fail(f"model {triton.model_name!r} was not ready within "
-                     f"{startup_timeout:g} s", triton)
+        return _fail(f"models {triton.model_name!r} and {triton.stream_model_name!r} were "
+                     f"not ready within {startup_timeout:g} s", triton)
 
     saxml.listen()
     log.info("ready in %.1f s", time.monotonic() - started)
@@ -205,7 +218,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"sandbox.inference: {flag} {port} is in use", file=sys.stderr, flush=True)
             return 2
     try:
-        saxml = SaxmlHttpServer(args.saxml_port, SaxmlApi(ms_per_token=args.ms_per_token))
+        saxml = SaxmlHttpServer(args.saxml_port, SaxmlApi(
+            ms_per_token=args.ms_per_token,
+            models=frozenset(args.saxml_model or DEFAULT_MODELS)))
     except OSError as error:
         print(f"sandbox.inference: --saxml-port {args.saxml_port}: {error}",
               file=sys.stderr, flush=True)

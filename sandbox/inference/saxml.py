@@ -22,11 +22,27 @@ a load generator from re-tokenising the text.
 ``per_example_max_decode_steps`` (the proxy's name) or ``max_tokens``; the first
 wins if both are given; default 16, clamped to 1..256. Other decoding knobs
 (``temperature``, ``per_example_top_k``, ``per_example_top_p``) are accepted and
-ignored: the toy model is deterministic. Any model name is served.
+ignored: the toy model is deterministic.
 
-Errors are JSON ``{"error": "..."}``: 400 for a body that is not a JSON object
-or lacks a string ``model`` or ``query``, 404 for an unknown path. ``GET /``
-answers the proxy's banner, ``{"message": "HTTP Server for SAX Client"}``.
+Only published models are served: ``SaxmlApi.models``, by default
+``/sax/test/toy`` (what ``accelops loadtest --server saxml`` sends by default).
+Any other model is an error, as on the real proxy, which calls
+``sax.ListDetail(model)`` before generating and answers any exception with
+``error_res``: HTTP 400 and ``{"Error": "<the exception's text>"}``. This is
+the stdlib version of ``saxml-on-gke/httpserver/http_server.py`` in
+GoogleCloudPlatform/ai-on-gke, the same version whose ``generate_response``
+envelope is copied above (its FastAPI successor answers 500 ``{"detail": ...}``
+instead). The text is what Sax's admin server says for a model it does not
+know, ``model /sax/test/x not found`` followed by Go's rendering of Sax's
+canonical NotFound error; a model path that is not ``/sax/<cell>/<model>`` gets
+the admin's invalid-name message. (What the Python client wraps around that
+text -- a status-code prefix or suffix -- depends on its pybind11_abseil
+version; clients match on the status and the ``Error`` key.) The other
+``/generate`` errors use the same shape: 400 ``{"Error": ...}`` for a body that
+is not a JSON object or lacks a string ``model`` or ``query`` (where the real
+proxy, given broken JSON, drops the connection). Outside ``/generate``: 404
+``{"error": ...}`` for an unknown path, and ``GET /`` answers the proxy's
+banner, ``{"message": "HTTP Server for SAX Client"}``.
 
 The server binds its port when constructed but only listens once ``listen()``
 is called: the port is reserved early (a clash fails fast), while connections
@@ -36,6 +52,7 @@ are refused until the caller says the whole service is ready.
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,11 +61,16 @@ from typing import Any
 from sandbox.httpserver import ApiHttpServer, ApiRequestHandler
 from sandbox.inference import toy_lm
 
-__all__ = ["BadRequestError", "GenerateRequest", "SaxmlApi", "SaxmlHttpServer",
-           "parse_generate"]
+__all__ = ["DEFAULT_MODELS", "BadRequestError", "GenerateRequest", "SaxmlApi",
+           "SaxmlHttpServer", "UnknownModelError", "check_model_path", "parse_generate"]
 
 
 BANNER = {"message": "HTTP Server for SAX Client"}
+DEFAULT_MODELS: frozenset[str] = frozenset({"/sax/test/toy"})
+# Sax's rule for cell and model names (saxml/common/naming.go).
+_NAME = re.compile(r"^[a-z]+[a-z0-9-_]*$")
+# How Go prints Sax's canonical ErrNotFound, which the admin server wraps.
+_NOT_FOUND = "rpc error: code = NotFound desc = NotFound"
 _MAX_BODY = 1 << 20
 # Checked in order: the proxy's own name first.
 _MAX_TOKENS_KEYS = ("per_example_max_decode_steps", "max_tokens")
@@ -56,6 +78,22 @@ _MAX_TOKENS_KEYS = ("per_example_max_decode_steps", "max_tokens")
 
 class BadRequestError(ValueError):
     """The request body cannot be served; the message goes back to the client."""
+
+
+class UnknownModelError(BadRequestError):
+    """The model is not published (or its path is not a Sax model path)."""
+
+
+def check_model_path(path: str) -> str:
+    """``path`` if it is a Sax model path ``/sax/<cell>/<model>``; ValueError otherwise,
+    in the admin server's words."""
+    parts = path.split("/")
+    if len(parts) != 4 or parts[:2] != ["", "sax"] or not all(
+            _NAME.match(part) for part in parts[2:]):
+        raise ValueError(f"model full name {path!r} should have the form "
+                         "/sax/<cell name>/<model name>, names matching "
+                         f"{_NAME.pattern!r}")
+    return path
 
 
 @dataclass(frozen=True)
@@ -103,8 +141,17 @@ class SaxmlApi:
 
     ms_per_token: float = 1.0
     sleep: Callable[[float], None] = field(default=time.sleep)
+    #: The published model paths; a request for any other is refused.
+    models: frozenset[str] = DEFAULT_MODELS
 
     def generate(self, request: GenerateRequest) -> dict[str, Any]:
+        """The proxy's answer for a published model; raises UnknownModelError otherwise."""
+        if request.model not in self.models:
+            try:
+                check_model_path(request.model)
+            except ValueError as error:
+                raise UnknownModelError(str(error)) from None
+            raise UnknownModelError(f"model {request.model} not found: {_NOT_FOUND}")
         generation = toy_lm.generate(request.query, request.max_tokens)
         self.sleep(toy_lm.generation_seconds(generation.num_output_tokens, self.ms_per_token))
         return {
@@ -165,11 +212,12 @@ class _Handler(ApiRequestHandler):
             self._reply(404, {"error": f"no such path: {self.path}"})
             return
         try:
-            request = parse_generate(body)
+            answer = self.server.api.generate(parse_generate(body))
         except BadRequestError as error:
-            self._reply(400, {"error": str(error)})
+            # The proxy's error_res: every failure of /generate, unknown models included.
+            self._reply(400, {"Error": str(error)})
             return
-        self._reply(200, self.server.api.generate(request))
+        self._reply(200, answer)
 
     def _drain(self) -> bytes | None:
         """Read the body; None (after answering 413) if it is too large to read."""

@@ -9,7 +9,9 @@ and nothing to download. A longer ``max_tokens`` extends the same text rather
 than changing it, the way greedy decoding does.
 
 Generation time is modelled separately (``generation_seconds``) so the servers
-can sleep for it while this module stays pure.
+can sleep for it while this module stays pure. A streaming server sends the
+completion token by token: ``pieces`` cuts it the way it is sent, so that the
+pieces put back together are exactly the text a non-streamed request gets.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ __all__ = [
     "clamp_max_tokens",
     "generate",
     "generation_seconds",
+    "pieces",
     "tokenize",
 ]
 
@@ -87,6 +90,13 @@ def generate(prompt: str, max_tokens: int | None = None) -> Generation:
         num_output_tokens=count,
         score=round(-0.25 * count, 4),
     )
+
+
+def pieces(text: str) -> list[str]:
+    """The completion as a stream sends it: one piece per token, each but the first
+    with the space before it, so ``"".join(pieces(text)) == text``."""
+    words = tokenize(text)
+    return words[:1] + [f" {word}" for word in words[1:]]
 
 
 def generation_seconds(num_output_tokens: int, ms_per_token: float) -> float:

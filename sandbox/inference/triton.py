@@ -23,7 +23,41 @@ dimension; a single prompt is shape ``[1, 1]`` -- ``[1]`` is rejected with 400):
 ``max_tokens`` is optional (default 16, clamped to 1..256). Several prompts may
 travel in one request (shape ``[n, 1]``, ``max_tokens`` then also ``[n, 1]``).
 Readiness: ``GET /v2/health/ready`` answers 200 before the model has loaded;
-``GET /v2/models/toy-lm/ready`` is the one to wait for.
+``GET /v2/models/toy-lm/ready`` is the one to wait for (``wait_until_ready`` waits
+for both models).
+
+Streaming: the same toy LM is also served as ``toy-lm-stream``, a *decoupled* model
+(``ModelConfig(decoupled=True)``: any number of responses per request), which is
+what Triton's generate extension streams as server-sent events::
+
+    POST /v2/models/toy-lm-stream/generate_stream
+    {"text_input": "hello world", "max_tokens": 3, "stream": true}
+
+    200 text/event-stream
+    data: {"model_name":"toy-lm-stream","model_version":"1","num_input_tokens":2,
+           "num_output_tokens":1,"text_output":"decode"}       (one line on the wire)
+
+    data: {...,"num_output_tokens":2,"text_output":" pipeline"}
+
+    data: {...,"num_output_tokens":3,"text_output":" optimizer"}
+
+One event per token, ``ms_per_token`` apart: ``text_output`` is the new token (with
+its leading space), the counts are those so far, and the pieces join to the text
+``toy-lm`` returns for the same prompt. ``stream`` is an optional BOOL input, false
+by default, as in Triton's vLLM and TensorRT-LLM backends: without it the model
+answers with one response holding the whole completion, which is also what
+``POST .../toy-lm-stream/generate`` (one response expected) needs. Errors before
+the stream starts are plain JSON (unknown model: 404); an error after it started
+arrives as an event ``data: {"error": "..."}``.
+
+Why a second model rather than ``toy-lm`` itself: Triton's HTTP ``/infer``
+refuses decoupled models (501), and the load generator's non-streamed requests
+use ``/infer``. The streaming model has no dynamic batcher; each request runs as
+its own async generator on pytriton's event loop, so concurrent streams advance
+together, token by token, the way an in-flight-batching LLM server interleaves
+them (a sync callable would hold the loop and the streams would run one after
+another). Triton gives a model without a batcher one request per execution; a
+call with several is refused rather than answered out of step.
 
 The backend stub (``triton_python_backend_stub``) links ``libpython3.x.so``
 dynamically. With a Python built outside the system prefix (pyenv, for one) the
@@ -37,6 +71,7 @@ required.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import re
@@ -44,7 +79,7 @@ import sysconfig
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping, MutableMapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,9 +91,12 @@ from sandbox.inference import toy_lm
 __all__ = [
     "DEFAULT_MAX_BATCH_SIZE",
     "MODEL_NAME_PATTERN",
+    "STREAM_SUFFIX",
     "ToyLmTriton",
     "infer_requests",
     "prepare_stub_environment",
+    "stream_requests",
+    "stream_responses",
 ]
 
 log = logging.getLogger(__name__)
@@ -69,6 +107,8 @@ MODEL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9._-]+$")
 DEFAULT_MAX_BATCH_SIZE = 32
 # Bounds how long tritonserver waits for in-flight requests on shutdown.
 _EXIT_TIMEOUT_S = 5
+# The streaming model's name is the model's with this appended: toy-lm-stream.
+STREAM_SUFFIX = "-stream"
 
 Inputs = Mapping[str, npt.NDArray[Any]]
 Outputs = dict[str, npt.NDArray[Any]]
@@ -127,8 +167,55 @@ def infer_requests(requests: Sequence[Inputs], ms_per_token: float,
     return [outputs for outputs, _ in answers]
 
 
+def _first(request: Inputs, name: str) -> Any:
+    return request[name].reshape(-1)[0] if name in request else None
+
+
+def _stream_outputs(text: str, num_input_tokens: int, num_output_tokens: int) -> Outputs:
+    return {
+        "text_output": np.array([text.encode("utf-8")], dtype=np.object_),
+        "num_output_tokens": np.array([num_output_tokens], dtype=np.int32),
+        "num_input_tokens": np.array([num_input_tokens], dtype=np.int32),
+    }
+
+
+def stream_responses(request: Inputs) -> list[Outputs]:
+    """What the streaming model sends for one request, in order: one response per token
+    when its ``stream`` input is true, else one response with the whole completion."""
+    limit = _first(request, "max_tokens")
+    generation = toy_lm.generate(_text(_first(request, "text_input")),
+                                 None if limit is None else int(limit))
+    streamed = _first(request, "stream")
+    if streamed is None or not bool(streamed):
+        return [_stream_outputs(generation.text, generation.num_input_tokens,
+                                generation.num_output_tokens)]
+    return [_stream_outputs(piece, generation.num_input_tokens, count)
+            for count, piece in enumerate(toy_lm.pieces(generation.text), start=1)]
+
+
+async def stream_requests(
+        requests: Sequence[Inputs], ms_per_token: float,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> AsyncIterator[list[Outputs]]:
+    """The streaming model's callable: one list of responses (one per request) per step.
+
+    Each response leaves once its tokens are "generated": a token every
+    ``ms_per_token`` when streamed, the whole completion's time otherwise. Raises
+    ValueError for a call with other than one request (see the module docstring).
+    """
+    if len(requests) != 1:
+        raise ValueError(f"the streaming model takes one request per call, got {len(requests)}")
+    responses = stream_responses(requests[0])
+    tokens = int(responses[-1]["num_output_tokens"][0])
+    step = toy_lm.generation_seconds(tokens, ms_per_token) / len(responses)
+    for outputs in responses:
+        await sleep(step)
+        yield [outputs]
+
+
 class ToyLmTriton:
-    """One tritonserver on 127.0.0.1 serving the toy LM under ``model_name``."""
+    """One tritonserver on 127.0.0.1 serving the toy LM under ``model_name``, and
+    streamed under ``model_name + STREAM_SUFFIX``."""
 
     def __init__(self, *, model_name: str, http_port: int, grpc_port: int,
                  ms_per_token: float, workspace: Path, log_file: Path,
@@ -136,6 +223,7 @@ class ToyLmTriton:
         if not MODEL_NAME_PATTERN.match(model_name):
             raise ValueError(f"invalid model name {model_name!r}")
         self.model_name = model_name
+        self.stream_model_name = model_name + STREAM_SUFFIX
         self.http_port = http_port
         self.grpc_port = grpc_port
         self.ms_per_token = ms_per_token
@@ -197,11 +285,31 @@ class ToyLmTriton:
                 batcher=DynamicBatcher(max_queue_delay_microseconds=0),
             ),
         )
+
+        async def stream(requests: Sequence[Inputs]) -> AsyncIterator[list[Outputs]]:
+            async for responses in stream_requests(requests, ms_per_token):
+                yield responses
+
+        self._triton.bind(
+            model_name=self.stream_model_name,
+            infer_func=stream,
+            inputs=[
+                Tensor(name="text_input", dtype=bytes, shape=(1,)),
+                Tensor(name="max_tokens", dtype=np.int32, shape=(1,), optional=True),
+                Tensor(name="stream", dtype=np.bool_, shape=(1,), optional=True),
+            ],
+            outputs=[
+                Tensor(name="text_output", dtype=bytes, shape=(1,)),
+                Tensor(name="num_output_tokens", dtype=np.int32, shape=(1,)),
+                Tensor(name="num_input_tokens", dtype=np.int32, shape=(1,)),
+            ],
+            config=ModelConfig(batching=False, decoupled=True),
+        )
         self._triton.run()
 
-    def model_ready(self) -> bool:
-        """``GET /v2/models/NAME/ready`` answers 200."""
-        url = f"{self.http_url}/v2/models/{self.model_name}/ready"
+    def model_ready(self, model_name: str | None = None) -> bool:
+        """``GET /v2/models/NAME/ready`` answers 200 (NAME: the non-streaming model)."""
+        url = f"{self.http_url}/v2/models/{model_name or self.model_name}/ready"
         try:
             with urllib.request.urlopen(url, timeout=1.0) as response:  # noqa: S310
                 return int(response.status) == 200
@@ -209,10 +317,10 @@ class ToyLmTriton:
             return False
 
     def wait_until_ready(self, timeout: float) -> bool:
-        """Poll the model's readiness until it is ready (True) or ``timeout`` passes."""
+        """Poll until both models are ready (True) or ``timeout`` passes."""
         deadline = time.monotonic() + timeout
         while True:
-            if self.model_ready():
+            if self.model_ready() and self.model_ready(self.stream_model_name):
                 return True
             if time.monotonic() >= deadline or not self.is_alive():
                 return False

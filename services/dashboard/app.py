@@ -9,24 +9,33 @@ request that needs it, once per process, and matplotlib is imported on the first
 chart; ``/healthz`` needs neither. Errors map to statuses by their domain type:
 ``NotFoundError`` 404, ``TransientError`` 503 with ``Retry-After``; a malformed test id
 is refused (400) before the source is asked.
+
+A page costs one query per view it shows, and its charts none: reports are built once
+per (test, baseline) and kept (:mod:`services.dashboard.cache`), charts drawn from the
+kept report. Without a ``compare`` argument a test is compared with the previous run of
+the same model and server (``test_comparison``); ``compare=none`` shows it alone; any
+test id picks that baseline.
 """
 
 from __future__ import annotations
 
-import html
 import re
 import threading
+import time
 from collections.abc import Callable
 
 from flask import Flask, Response, request, url_for
 
+from services.dashboard.cache import FINISHED_SECONDS, LIVE_SECONDS, TtlCache, settled
 from shared.errors import ConfigError, NotFoundError, TransientError
 from shared.log import get_logger
-from shared.metrics.model import MetricsSource
+from shared.metrics.model import Baselines, MetricsSource
 from shared.metrics.report import (
     CHART_NAMES,
+    Report,
     build_report,
     chart_png,
+    render_error_html,
     render_html,
     render_index_html,
 )
@@ -38,15 +47,16 @@ RECENT_TESTS = 50
 
 log = get_logger("accelops.dashboard")
 
-# Load tests keep reporting while they run, so pages are cached briefly; a chart is
-# cached as long as the page that shows it.
-_PAGE_CACHE = "private, max-age=60"
-_CHART_CACHE = "private, max-age=60"
+# Load tests keep reporting while they run, so pages are cached briefly (as long as
+# the server keeps a live report); a chart is cached as long as the page that shows it.
+_PAGE_CACHE = f"private, max-age={LIVE_SECONDS:.0f}"
+_CHART_CACHE = _PAGE_CACHE
 _INDEX_CACHE = "no-cache"
 _RETRY_AFTER_S = "10"
-# Pages carry inline CSS and no scripts; images come from this origin only.
+# Pages carry inline CSS and no scripts; images come from this origin only, and the
+# baseline picker (a GET form) submits to it.
 _CSP = ("default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; "
-        "base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+        "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 
 
 class _InvalidTestId(ValueError):
@@ -85,51 +95,88 @@ def _checked(test_id: str, what: str = "test id") -> str:
     return test_id
 
 
+_NO_BASELINE = "none"
+
+
 def _compare_arg() -> str | None:
+    """The ``compare`` argument: a checked test id, ``none``, or None when absent."""
     compare = request.args.get("compare", "").strip()
-    return _checked(compare, "compare") if compare else None
+    if not compare or compare == _NO_BASELINE:
+        return compare or None
+    return _checked(compare, "compare")
 
 
 def _error_page(status: int, title: str, reason: str) -> Response:
-    body = (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f"<title>{status} {html.escape(title)}</title></head><body>"
-            f"<h1>{status} {html.escape(title)}</h1><p>{html.escape(reason)}</p>"
-            f'<p><a href="/">All load tests</a></p></body></html>\n')
-    response = Response(body, status=status, mimetype="text/html")
+    response = Response(render_error_html(status, title, reason, index_href="/"), status=status,
+                        mimetype="text/html")
     response.headers["Cache-Control"] = "no-store"
     return response
 
 
-def create_app(source_factory: Callable[[], MetricsSource] | None = None) -> Flask:
-    """The dashboard app; ``source_factory`` defaults to the BigQuery views from the env."""
+def _lifetime(report: Report) -> float:
+    tests = [report.test] + ([report.other] if report.other is not None else [])
+    return FINISHED_SECONDS if settled(tests) else LIVE_SECONDS
+
+
+def create_app(source_factory: Callable[[], MetricsSource] | None = None,
+               clock: Callable[[], float] = time.monotonic) -> Flask:
+    """The dashboard app; ``source_factory`` defaults to the BigQuery views from the env,
+    ``clock`` (seconds) times how long built reports are kept."""
     app = Flask(__name__)
     source = _LazySource(source_factory or _bigquery_source)
+    reports: TtlCache[Report] = TtlCache(clock)
+    baselines: TtlCache[Baselines] = TtlCache(clock)
+
+    def baselines_of(test_id: str) -> Baselines:
+        return baselines.get(test_id, lambda: source.get().baselines(test_id),
+                             lambda _: LIVE_SECONDS)
+
+    def report_of(test_id: str, compare: str | None) -> Report:
+        return reports.get((test_id, compare),
+                           lambda: build_report(source.get(), test_id, compare), _lifetime)
 
     @app.get("/healthz")
     def healthz() -> Response:
         return Response("ok\n", mimetype="text/plain", headers={"Cache-Control": "no-store"})
 
+    @app.get("/favicon.ico")
+    def favicon() -> Response:
+        # Browsers ask every origin for an icon; "none" without logging a 404 for it.
+        return Response(status=204, headers={"Cache-Control": "public, max-age=86400"})
+
     @app.get("/")
     def index() -> Response:
         tests = source.get().recent_tests(RECENT_TESTS)
-        page = render_index_html(tests, lambda test_id: url_for("test_page", test_id=test_id))
+        page = render_index_html(tests, lambda test_id: url_for("test_page", test_id=test_id),
+                                 sort=request.args.get("sort"), direction=request.args.get("dir"))
         return Response(page, mimetype="text/html", headers={"Cache-Control": _INDEX_CACHE})
 
     @app.get("/tests/<test_id>")
     def test_page(test_id: str) -> Response:
-        test_id, compare = _checked(test_id), _compare_arg()
-        report = build_report(source.get(), test_id, compare)
-        page = render_html(report, lambda name: url_for("chart", test_id=test_id, name=name,
-                                                        compare=compare))
+        test_id, asked = _checked(test_id), _compare_arg()
+        offered = baselines_of(test_id)
+        # No choice made: the previous run of the same model and server, if any.
+        compare = offered.default if asked is None else (
+            None if asked == _NO_BASELINE else asked)
+        report = report_of(test_id, compare)
+        chart_compare = compare or _NO_BASELINE
+        page = render_html(
+            report, lambda name: url_for("chart", test_id=test_id, name=name,
+                                         compare=chart_compare),
+            index_href=url_for("index"), baselines=offered,
+            form_action=url_for("test_page", test_id=test_id))
         return Response(page, mimetype="text/html", headers={"Cache-Control": _PAGE_CACHE})
 
     @app.get("/tests/<test_id>/charts/<name>.png")
     def chart(test_id: str, name: str) -> Response:
-        test_id, compare = _checked(test_id), _compare_arg()
+        test_id, asked = _checked(test_id), _compare_arg()
         if name not in CHART_NAMES:
             return _error_page(404, "Not Found",
                                f"no chart {name!r}; charts: {', '.join(CHART_NAMES)}")
-        png = chart_png(build_report(source.get(), test_id, compare), name)
+        compare = None if asked in (None, _NO_BASELINE) else asked
+        png = reports.derived((test_id, compare),
+                              lambda: build_report(source.get(), test_id, compare), _lifetime,
+                              name, lambda report: chart_png(report, name))
         return Response(png, mimetype="image/png", headers={"Cache-Control": _CHART_CACHE})
 
     @app.errorhandler(_InvalidTestId)

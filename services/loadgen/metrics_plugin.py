@@ -13,6 +13,14 @@ failed publish keeps its batch for the next attempt. At test stop the plugin wai
 it logs how many records could not be published, if any, and sets Locust's exit code
 to 1, so a job that lost metrics does not look like a clean run.
 
+At test start and at test stop the plugin also queues a run record
+(:mod:`services.loadgen.runs`): one message with attributes ``kind=run`` and
+``test_id``, sent by the same greenlet with the same retries, waited for by the same
+flush and counted the same way if lost. Every worker sends its own copy (they are
+identical but for ``at``; ingest keys them by test id and phase). The master sends
+none, but at test start it copies its ``-u``/``-r``/``-t`` into options Locust
+forwards to the workers, which would otherwise only know their own defaults.
+
 google-cloud-pubsub talks gRPC from background threads, which Locust's gevent
 monkey-patching turns into greenlets; gRPC's C core must then be told to cooperate
 with gevent before its first channel exists, which importing this module does.
@@ -23,10 +31,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import gevent
 from gevent.event import Event
+from locust import __version__ as LOCUST_VERSION
 from locust.env import Environment
 from locust.event import Events
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
@@ -34,11 +43,20 @@ from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRu
 from shared import pubsub
 from shared.errors import ConfigError, NotFoundError, PermanentError, TransientError
 
-from .outbox import Outbox
+from .outbox import Outbox, RunMessage
 from .records import RunInfo, build_record, encode_record, message_attributes, message_data
+from .revision import loadgen_revision
+from .runs import (
+    asked_parameters,
+    build_run_record,
+    forwarded_options,
+    run_attributes,
+    run_parameters,
+)
 from .settings import Settings, add_arguments, settings_from
 
-__all__ = ["MetricsPlugin", "install", "select_user_classes", "use_gevent_grpc"]
+__all__ = ["MetricsPlugin", "forward_run_parameters", "install", "select_user_classes",
+           "use_gevent_grpc"]
 
 logger = logging.getLogger("loadgen.metrics")
 
@@ -66,15 +84,21 @@ class MetricsPlugin:
 
     def __init__(self, environment: Environment, settings: Settings,
                  publish: Publish = pubsub.publish,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, *,
+                 revision: str | None = None,
+                 wall_clock: Callable[[], float] = time.time) -> None:
         self.environment = environment
         self.settings = settings
         self.run = _run_info(settings)
+        self.revision = revision
         self.outbox = Outbox(settings.metrics_batch_size, settings.metrics_flush_interval)
         self.failed_requests = 0
         self.last_error: str | None = None
         self._publish = publish
         self._clock = clock
+        self._wall_clock = wall_clock
+        # A start record was queued and its stop record not yet.
+        self._running = False
         self._wake = Event()
         self._sender: Any = None  # gevent.Greenlet
         self._retry_at = 0.0
@@ -106,8 +130,13 @@ class MetricsPlugin:
             logger.error("loadgen: %s; keeping the previous settings", exc.message)
         if isinstance(environment.runner, WorkerRunner):
             logger.info("loadgen: test id %s", self.settings.test_id)
+        self._queue_run("start")
+        self._running = True
 
     def on_test_stop(self, environment: Environment, **_: Any) -> None:
+        if self._running:
+            self._queue_run("stop")
+            self._running = False
         self.flush()
         logger.info("loadgen: %s", self.summary())
 
@@ -123,6 +152,12 @@ class MetricsPlugin:
             logger.error(
                 "loadgen: %d records of test %s were not published to %s (%s)", lost,
                 self.settings.test_id, self._topic(), self.last_error or "shutdown")
+            environment.process_exit_code = 1
+        if self.outbox.lost_runs:
+            logger.error(
+                "loadgen: %d run records of test %s were not published to %s (%s)",
+                self.outbox.lost_runs, self.settings.test_id, self._topic(),
+                self.last_error or "shutdown")
             environment.process_exit_code = 1
 
     # ------------------------------------------------------------ sending
@@ -146,16 +181,17 @@ class MetricsPlugin:
         deadline = self._begin_drain()
         self.outbox.flush()
         self._wake.set()
-        while self.outbox.pending_records and self._clock() < deadline and self._sending():
+        while not self.outbox.idle and self._clock() < deadline and self._sending():
             gevent.sleep(0.02)
         self._drain_until = None
-        done = self.outbox.pending_records == 0
+        done = self.outbox.idle
         if done:
             self._deadline = None
         return done
 
     def close(self) -> int:
-        """Final flush at quit; returns how many records will never be published."""
+        """Final flush at quit; returns how many records will never be published (run
+        records lost are ``outbox.lost_runs``)."""
         deadline = self._begin_drain()
         self.outbox.close()
         self._wake.set()
@@ -168,10 +204,21 @@ class MetricsPlugin:
 
     def summary(self) -> str:
         box = self.outbox
-        return (f"test {self.settings.test_id}: {box.published_records} records published in "
+        return (f"test {self.settings.test_id}: {box.published_records} records and "
+                f"{box.published_runs} run records published in "
                 f"{box.published_messages} messages to {self._topic()}; "
                 f"{self.failed_requests} failed requests; {box.publish_errors} publish errors; "
                 f"{box.pending_records} records pending")
+
+    def _queue_run(self, phase: Literal["start", "stop"]) -> None:
+        environment = self.environment
+        options = environment.parsed_options
+        record = build_run_record(
+            phase, self._wall_clock(), self.run, run_parameters(options),
+            host=environment.host or getattr(options, "host", None),
+            locust_version=LOCUST_VERSION, loadgen_revision=self.revision)
+        if self.outbox.add_run(RunMessage(self.run.test_id, encode_record(record))):
+            self._wake.set()
 
     def _begin_drain(self) -> float:
         if self._deadline is None:
@@ -194,7 +241,7 @@ class MetricsPlugin:
             now = self._clock()
             self.outbox.flush_due(now)
             draining = self._drain_until is not None and now < self._drain_until
-            if self.outbox.closed and (not draining or self.outbox.pending_records == 0):
+            if self.outbox.closed and (not draining or self.outbox.idle):
                 return
             if now < self._retry_at or self.outbox.head() is None:
                 continue
@@ -203,7 +250,8 @@ class MetricsPlugin:
                 self._retry_at = self._clock() + pause
 
     def _send_queued(self, draining: bool) -> bool:
-        """Publish closed batches in order; False at the first one that failed."""
+        """Publish closed batches (and run messages) in order; False at the first one that
+        failed."""
         settings = self.settings
         while (batch := self.outbox.head()) is not None:
             timeout = settings.metrics_publish_timeout
@@ -211,10 +259,14 @@ class MetricsPlugin:
                 timeout = min(timeout, self._drain_until - self._clock())
                 if timeout <= 0:
                     return False
-            attributes = message_attributes(settings.test_id, len(batch))
+            if isinstance(batch, RunMessage):
+                data, attributes = batch.data, run_attributes(batch.test_id)
+            else:
+                data = message_data(batch)
+                attributes = message_attributes(settings.test_id, len(batch))
             try:
                 self._publish(settings.metrics_project, settings.metrics_topic,
-                              message_data(batch), attributes, timeout=timeout)
+                              data, attributes, timeout=timeout)
             except (TransientError, NotFoundError, ConfigError) as exc:
                 # Unreachable, rate-limited, no topic (yet), no credentials: may pass.
                 self._failed(exc)
@@ -222,7 +274,7 @@ class MetricsPlugin:
             except PermanentError as exc:
                 # Pub/Sub refused this message itself; sending it again cannot help.
                 self.outbox.rejected(batch)
-                self._failed(exc, dropped=len(batch))
+                self._failed(exc, dropped=batch)
                 continue
             except Exception as exc:
                 # Unexpected, but the sender must outlive it or every later record is lost.
@@ -233,10 +285,12 @@ class MetricsPlugin:
             self.outbox.published(batch)
         return True
 
-    def _failed(self, exc: Exception, dropped: int = 0) -> None:
+    def _failed(self, exc: Exception, dropped: list[bytes] | RunMessage | None = None) -> None:
         message = str(exc)
-        if dropped:
-            logger.error("loadgen: %d records dropped: %s", dropped, message)
+        if isinstance(dropped, RunMessage):
+            logger.error("loadgen: a run record dropped: %s", message)
+        elif dropped is not None:
+            logger.error("loadgen: %d records dropped: %s", len(dropped), message)
         else:
             self.outbox.failed()
             if message != self.last_error:
@@ -255,6 +309,14 @@ def _run_info(settings: Settings) -> RunInfo:
                    accelerator=settings.accelerator)
 
 
+def forward_run_parameters(environment: Environment, **_: Any) -> None:
+    """Master, at test start: put its users, spawn rate and run time where the spawn
+    messages carry them to the workers (Locust forwards only options it does not own)."""
+    options = environment.parsed_options
+    if options is not None:
+        vars(options).update(forwarded_options(asked_parameters(options)))
+
+
 def select_user_classes(environment: Environment, server: str) -> None:
     """Keep only the user classes for ``server`` (classes declare it as ``server``).
 
@@ -270,6 +332,10 @@ def select_user_classes(environment: Environment, server: str) -> None:
 
 def install(events: Events) -> None:
     """Add the options and the plugin to Locust (call from the locustfile)."""
+    # Asked now, while importing the locustfile: git runs as a subprocess, which yields
+    # to other greenlets, and once a worker's runner exists one of them may be starting
+    # the test before the plugin has registered for it.
+    revision = loadgen_revision()
 
     def on_parser(parser: Any, **_: Any) -> None:
         add_arguments(parser)
@@ -288,19 +354,23 @@ def install(events: Events) -> None:
             # Recorded back so a master hands the same id to its workers.
             options.test_id = settings.test_id
         if not isinstance(runner, WorkerRunner):
-            logger.info("loadgen: test id %s (server %s, model %s, accelerator %s)",
+            logger.info("loadgen: test id %s (server %s, model %s, accelerator %s%s)",
                         settings.test_id, settings.server, settings.model,
-                        settings.accelerator or "unset")
+                        settings.accelerator or "unset", ", streamed" if settings.stream else "")
         if isinstance(runner, MasterRunner):
-            return  # requests happen on the workers
+            # Requests (and records) happen on the workers; they learn -u/-r/-t from this.
+            _listen(environment.events.test_start, forward_run_parameters)
+            return
+        # Listening before anything that could yield: a worker's runner is already taking
+        # the master's messages, and missing test_start would lose the test id.
+        plugin = MetricsPlugin(environment, settings, revision=revision)
+        plugin.register(environment.events)
         try:
             # Now rather than mid-test: creating the client blocks every greenlet briefly.
             pubsub.warm_up()
         except ConfigError as exc:
             logger.error("loadgen: %s", exc.message)
             raise SystemExit(2) from exc
-        plugin = MetricsPlugin(environment, settings)
-        plugin.register(environment.events)
         plugin.start()
 
     _listen(events.init_command_line_parser, on_parser)

@@ -6,6 +6,11 @@ when the publisher confirms them. A batch whose publish failed stays at the head
 the queue and is tried again, so a Pub/Sub outage delays records instead of losing
 them; what is still queued when the process must end is counted, never guessed.
 
+Run records (:mod:`services.loadgen.runs`) travel the same queue as messages of their
+own (:class:`RunMessage`), with the same retry and the same accounting, counted
+apart (``*_runs``). Queuing one closes the open batch first, so messages leave in
+the order things happened: the records of a test before its stop record.
+
 No I/O and no clock of its own: the Locust plugin calls it from its greenlets, tests
 call it directly.
 """
@@ -19,7 +24,18 @@ from shared.metrics.batch import Batcher
 
 from .records import MESSAGE_DATA_LIMIT, record_size
 
-__all__ = ["Outbox"]
+__all__ = ["Outbox", "RunMessage"]
+
+
+@dataclass(frozen=True, eq=False)
+class RunMessage:
+    """One encoded run record, published as a message of its own."""
+
+    test_id: str
+    data: bytes
+
+
+Item = list[bytes] | RunMessage
 
 
 @dataclass
@@ -34,9 +50,12 @@ class Outbox:
     publish_errors: int = 0
     rejected_records: int = 0
     late_records: int = 0
+    published_runs: int = 0
+    rejected_runs: int = 0
+    late_runs: int = 0
     closed: bool = False
     _batcher: Batcher[bytes] = field(init=False)
-    _ready: deque[list[bytes]] = field(init=False, default_factory=deque)
+    _ready: deque[Item] = field(init=False, default_factory=deque)
 
     def __post_init__(self) -> None:
         self._batcher = Batcher(self.max_count, self.max_bytes, self.max_age)
@@ -53,6 +72,16 @@ class Outbox:
         if full:
             self._ready.append(full)
         return bool(self._ready)
+
+    def add_run(self, message: RunMessage) -> bool:
+        """Queue a run record behind everything recorded so far; True unless closed
+        (then it is only counted, ``late_runs``)."""
+        if self.closed:
+            self.late_runs += 1
+            return False
+        self.flush()
+        self._ready.append(message)
+        return True
 
     def flush_due(self, now: float) -> bool:
         """Close the open batch if it is old enough; True when a batch is ready."""
@@ -79,28 +108,34 @@ class Outbox:
         self.flush()
         self.closed = True
 
-    def head(self) -> list[bytes] | None:
-        """The oldest closed batch, still queued until confirmed or rejected."""
+    def head(self) -> Item | None:
+        """The oldest closed batch (or run message), queued until confirmed or rejected."""
         return self._ready[0] if self._ready else None
 
-    def published(self, batch: list[bytes]) -> None:
-        """The head batch is stored by Pub/Sub."""
-        self._pop(batch)
-        self.published_records += len(batch)
+    def published(self, item: Item) -> None:
+        """The head batch (or run message) is stored by Pub/Sub."""
+        self._pop(item)
         self.published_messages += 1
+        if isinstance(item, RunMessage):
+            self.published_runs += 1
+        else:
+            self.published_records += len(item)
 
     def failed(self) -> None:
-        """Publishing the head batch failed for now; it stays queued."""
+        """Publishing the head failed for now; it stays queued."""
         self.publish_errors += 1
 
-    def rejected(self, batch: list[bytes]) -> None:
-        """Pub/Sub refused the head batch for good; it is dropped and counted."""
-        self._pop(batch)
+    def rejected(self, item: Item) -> None:
+        """Pub/Sub refused the head for good; it is dropped and counted."""
+        self._pop(item)
         self.publish_errors += 1
-        self.rejected_records += len(batch)
+        if isinstance(item, RunMessage):
+            self.rejected_runs += 1
+        else:
+            self.rejected_records += len(item)
 
-    def _pop(self, batch: list[bytes]) -> None:
-        if not self._ready or self._ready[0] is not batch:
+    def _pop(self, item: Item) -> None:
+        if not self._ready or self._ready[0] is not item:
             raise ValueError("only the head batch can leave the queue")
         self._ready.popleft()
 
@@ -112,7 +147,17 @@ class Outbox:
     @property
     def queued_records(self) -> int:
         """Records in closed batches not yet confirmed."""
-        return sum(len(batch) for batch in self._ready)
+        return sum(len(item) for item in self._ready if not isinstance(item, RunMessage))
+
+    @property
+    def pending_runs(self) -> int:
+        """Run messages not yet confirmed."""
+        return sum(isinstance(item, RunMessage) for item in self._ready)
+
+    @property
+    def idle(self) -> bool:
+        """Nothing is waiting: no open batch, nothing queued."""
+        return not self._ready and self.open_records == 0
 
     @property
     def pending_records(self) -> int:
@@ -123,3 +168,8 @@ class Outbox:
     def lost_records(self) -> int:
         """Records that did not, and now will not, reach Pub/Sub (once closed)."""
         return self.pending_records + self.rejected_records + self.late_records
+
+    @property
+    def lost_runs(self) -> int:
+        """Run messages that did not, and now will not, reach Pub/Sub (once closed)."""
+        return self.pending_runs + self.rejected_runs + self.late_runs

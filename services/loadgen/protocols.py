@@ -1,8 +1,17 @@
-"""The two inference HTTP protocols: request bodies, and what a response says.
+"""The inference HTTP protocols: request bodies, and what a response says.
 
 * Triton's KServe v2 JSON ``POST /v2/models/{model}/infer``: inputs ``text_input``
   (BYTES) and ``max_tokens`` (INT32); outputs ``text_output`` and, when the model
   reports them, ``num_input_tokens`` / ``num_output_tokens``.
+* Triton's generate extension, streamed: ``POST /v2/models/{model}/generate_stream``
+  with ``{"text_input", "max_tokens", "stream": true}`` (``stream`` is the input the
+  vLLM and TensorRT-LLM backends, and the sandbox's toy model, stream on) answers
+  server-sent events, one JSON object each, whose ``text_output`` is the next piece
+  of the completion. :class:`TritonStream` reads them as they arrive: the time of
+  the first event with text is the time to first token; the pieces joined are the
+  completion; ``num_output_tokens`` / ``num_input_tokens``, when events carry them,
+  are taken from the last that did (counts so far, so the last is the total). An
+  event ``{"error": ...}`` fails the request, as does a stream without any text.
 * The Saxml HTTP proxy's ``POST /generate`` with ``{"model", "query",
   "extra_inputs"}``; proxies differ in what they return (a list of ``[text, score]``
   pairs, the same under ``generate_response``, an object with the text under some
@@ -24,21 +33,25 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
+
+from .sse import SseDecoder, SseError
 
 __all__ = [
     "BUILTIN_PROMPTS",
     "Completion",
     "ResponseError",
+    "TritonStream",
     "error_text",
     "load_prompts",
     "parse_saxml",
     "parse_triton",
     "saxml_request",
     "triton_request",
+    "triton_stream_request",
     "whitespace_tokens",
 ]
 
@@ -70,6 +83,8 @@ class Completion:
     num_input_tokens: int | None
     num_output_tokens: int | None
     model_response_time: float | None  # ms, as the server reported
+    # ms from sending the request to the first token; streamed requests only.
+    time_to_first_token: float | None = None
 
     def context(self, prompt: str) -> dict[str, Any]:
         """The request-context fields for the record; missing counts by whitespace."""
@@ -82,7 +97,8 @@ class Completion:
         if inputs is None:
             inputs = whitespace_tokens(prompt)
         return {"num_input_tokens": inputs, "num_output_tokens": output,
-                "tokenizer": tokenizer, "model_response_time": self.model_response_time}
+                "tokenizer": tokenizer, "model_response_time": self.model_response_time,
+                "time_to_first_token": self.time_to_first_token}
 
 
 def whitespace_tokens(text: str) -> int:
@@ -145,6 +161,77 @@ def parse_triton(body: Any) -> Completion:
     )
 
 
+# ------------------------------------------------------------------ Triton, streamed
+def triton_stream_request(prompt: str, max_tokens: int) -> dict[str, Any]:
+    """The generate extension's body: one JSON key per model input."""
+    return {"text_input": prompt, "max_tokens": max_tokens, "stream": True}
+
+
+@dataclass
+class TritonStream:
+    """One ``generate_stream`` response, read chunk by chunk as it arrives."""
+
+    received_bytes: int = 0
+    events: int = 0
+    first_token_ms: float | None = None
+    _decoder: SseDecoder = field(default_factory=SseDecoder, repr=False)
+    _pieces: list[str] = field(default_factory=list, repr=False)
+    _num_input_tokens: int | None = None
+    _num_output_tokens: int | None = None
+    _error: str | None = None
+
+    def feed(self, chunk: bytes, at_ms: float) -> None:
+        """Take the next chunk, received ``at_ms`` after the request was sent.
+
+        Raises ResponseError when the bytes are not an event stream.
+        """
+        self.received_bytes += len(chunk)
+        try:
+            events = self._decoder.feed(chunk)
+        except SseError as exc:
+            raise ResponseError(f"broken event stream: {exc}") from exc
+        for data in events:
+            self._event(data, at_ms)
+
+    def _event(self, data: str, at_ms: float) -> None:
+        if not data.strip():
+            return
+        self.events += 1
+        try:
+            body = json.loads(data)
+        except ValueError:
+            body = None
+        if not isinstance(body, Mapping):
+            self._error = self._error or f"event is not a JSON object: {data[:100]!r}"
+            return
+        if "error" in body:
+            self._error = self._error or str(body["error"])
+            return
+        text = _first(body.get("text_output"))
+        if isinstance(text, str) and text:
+            if self.first_token_ms is None:
+                self.first_token_ms = at_ms
+            self._pieces.append(text)
+        for key in ("num_input_tokens", "num_output_tokens"):
+            if (count := _count(_first(body.get(key)))) is not None:
+                setattr(self, f"_{key}", count)
+
+    def finish(self) -> Completion:
+        """The completion once the stream has ended. Raises ResponseError when an event
+        reported an error, or no event carried text."""
+        if self._error is not None:
+            raise ResponseError(f"stream error: {self._error}")
+        if self.first_token_ms is None:
+            raise ResponseError(f"stream carried no tokens ({self.events} events)")
+        return Completion(
+            text="".join(self._pieces),
+            num_input_tokens=self._num_input_tokens,
+            num_output_tokens=self._num_output_tokens,
+            model_response_time=None,
+            time_to_first_token=self.first_token_ms,
+        )
+
+
 # ------------------------------------------------------------------ Saxml HTTP proxy
 def saxml_request(model: str, prompt: str, max_tokens: int) -> dict[str, Any]:
     # ``per_example_max_decode_steps`` is the proxy's own name for the limit; the
@@ -188,14 +275,16 @@ def parse_saxml(body: Any) -> Completion:
 
 
 def error_text(status: int, body: bytes, limit: int = 300) -> str:
-    """A short failure message: the status and the server's own error, if it gave one."""
+    """A short failure message: the status and the server's own error, if it gave one
+    (Triton: ``error``; the Saxml proxy: ``Error``, or ``detail`` from its FastAPI
+    version)."""
     detail = body.decode("utf-8", "replace").strip()
     try:
         parsed = json.loads(detail)
     except ValueError:
         parsed = None
     if isinstance(parsed, Mapping):
-        for key in ("error", "detail", "message"):
+        for key in ("error", "Error", "detail", "message"):
             if isinstance(parsed.get(key), str):
                 detail = parsed[key]
                 break

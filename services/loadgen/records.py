@@ -3,8 +3,10 @@
 Locust fires ``events.request`` with keyword arguments (``request_type``, ``name``,
 ``response_time`` in ms, ``response_length``, ``start_time`` in epoch seconds,
 ``exception``, ``context``). The user classes put what only they know (model, token
-counts, server-reported time) into ``context``; this module adds the run metadata and
-produces a dict with exactly :class:`~shared.metrics.record.MetricRecord`'s fields.
+counts, server-reported time, time to first token) into ``context``; this module adds
+the run metadata and produces a dict with exactly
+:class:`~shared.metrics.record.MetricRecord`'s fields. (What describes the whole run,
+published once per test, is built in :mod:`services.loadgen.runs`.)
 
 Building is pure and forgiving: an odd value (a negative time, an over-long name) is
 clamped rather than raised, because losing a record of a failed request is worse than
@@ -114,6 +116,7 @@ def build_record(event: Mapping[str, Any], run: RunInfo, users: int | None,
         "num_input_tokens": _count(context.get("num_input_tokens")),
         "num_output_tokens": _count(context.get("num_output_tokens")),
         "model_response_time": _millis(context.get("model_response_time")),
+        "time_to_first_token": _millis(context.get("time_to_first_token")),
         "server": run.server,
         "accelerator": run.accelerator,
         "users": _count(users),

@@ -63,6 +63,7 @@ class Settings:
     max_tokens: int
     prompts_file: str | None
     bad_request_ratio: float
+    stream: bool
     metrics_project: str
     metrics_topic: str
     metrics_batch_size: int
@@ -96,6 +97,9 @@ def add_arguments(parser: _Parser, environ: Mapping[str, str] | None = None) -> 
         help="Prompts, one per line; .jsonl lines are strings or objects with 'prompt'")
     add("--bad-request-ratio", env_var="LOADGEN_BAD_REQUEST_RATIO", type=float, default=0.0,
         help="Fraction of requests sent to a model that does not exist (default 0)")
+    add("--stream", env_var="LOADGEN_STREAM", action="store_true", default=False,
+        help="Triton only: stream the completion (generate_stream, server-sent events) and "
+             "record the time to the first token")
     add("--metrics-project", env_var="LOADGEN_METRICS_PROJECT", default=project,
         help="Project of the metrics topic (default $GOOGLE_CLOUD_PROJECT or $ACCELOPS_PROJECT)")
     add("--metrics-topic", env_var="LOADGEN_METRICS_TOPIC", default=DEFAULT_TOPIC,
@@ -127,6 +131,13 @@ def _number(options: Any, name: str, kind: Callable[[Any], Any]) -> Any:
                           rule="number") from exc
 
 
+def _flag(value: Any) -> bool:
+    # A namespace from an older master (or a hand-made one) may carry text.
+    if isinstance(value, str):
+        return value.strip().lower() in {"1", "true", "yes", "on"}
+    return bool(value)
+
+
 def settings_from(options: Any, *, new_id: Callable[[], str] = new_test_id) -> Settings:
     """Validate a parsed namespace; a missing test id gets ``new_id()``.
 
@@ -153,6 +164,10 @@ def settings_from(options: Any, *, new_id: Callable[[], str] = new_test_id) -> S
     ratio = _number(options, "bad_request_ratio", float)
     if not 0.0 <= ratio <= 1.0:
         raise fail("--bad-request-ratio", "range", f"{ratio} must be between 0 and 1")
+    stream = _flag(_option(options, "stream"))
+    if stream and server != "triton":
+        raise fail("--stream", "server", "the Saxml HTTP proxy has no streaming endpoint; "
+                   "--stream needs --server triton")
     project = (_option(options, "metrics_project") or "").strip()
     if not project:
         raise fail("--metrics-project", "required",
@@ -177,6 +192,7 @@ def settings_from(options: Any, *, new_id: Callable[[], str] = new_test_id) -> S
         max_tokens=max_tokens,
         prompts_file=_option(options, "prompts_file") or None,
         bad_request_ratio=ratio,
+        stream=stream,
         metrics_project=project,
         metrics_topic=topic,
         metrics_batch_size=batch_size,

@@ -8,11 +8,19 @@ travels in the request's ``context``, which Locust hands to ``events.request``.
 
 ``--server`` picks which class runs (see ``metrics_plugin.select_user_classes``); each
 class names its protocol in ``server``.
+
+``--stream`` (Triton only) sends ``generate_stream`` instead of ``infer`` and reads the
+server-sent events as they arrive (``protocols.TritonStream``). Locust stops its clock
+when the response headers arrive if the body is streamed, so the user keeps its own:
+``response_time`` is from just before sending to the end of the stream, and
+``time_to_first_token`` from the same moment to the chunk that completed the first event
+with text. Both replace what Locust measured before the request event fires.
 """
 
 from __future__ import annotations
 
 import random
+import time
 from typing import Any, ClassVar
 
 from locust import HttpUser, constant, task
@@ -20,12 +28,14 @@ from locust import HttpUser, constant, task
 from .protocols import (
     Completion,
     ResponseError,
+    TritonStream,
     error_text,
     load_prompts,
     parse_saxml,
     parse_triton,
     saxml_request,
     triton_request,
+    triton_stream_request,
     whitespace_tokens,
 )
 from .settings import Settings, settings_from
@@ -61,9 +71,12 @@ class _GenerationUser(HttpUser):
             return self.missing_model
         return self.settings.model
 
+    def _context(self, model: str, prompt: str, method: str) -> dict[str, Any]:
+        return {"model_name": model, "model_method": method,
+                "tokenizer": "whitespace", "num_input_tokens": whitespace_tokens(prompt)}
+
     def _send(self, path: str, body: dict[str, Any], model: str, prompt: str) -> None:
-        context = {"model_name": model, "model_method": self.model_method,
-                   "tokenizer": "whitespace", "num_input_tokens": whitespace_tokens(prompt)}
+        context = self._context(model, prompt, self.model_method)
         with self.client.post(path, json=body, name=path, catch_response=True,
                               context=context) as response:
             if response.error is not None or response.status_code == 0:
@@ -85,7 +98,8 @@ class _GenerationUser(HttpUser):
 
 
 class TritonUser(_GenerationUser):
-    """Triton Inference Server, HTTP/JSON v2 protocol (``/v2/models/{model}/infer``)."""
+    """Triton Inference Server, HTTP/JSON v2 protocol (``/v2/models/{model}/infer``), or
+    with ``--stream`` its generate extension (``/v2/models/{model}/generate_stream``)."""
 
     server = "triton"
     model_method = "infer"
@@ -95,11 +109,44 @@ class TritonUser(_GenerationUser):
     def infer(self) -> None:
         prompt = random.choice(self.prompts)  # noqa: S311
         model = self._target_model()
+        if self.settings.stream:
+            self._stream(model, prompt)
+            return
         self._send(f"/v2/models/{model}/infer", triton_request(prompt, self.settings.max_tokens),
                    model, prompt)
 
     def parse(self, body: Any) -> Completion:
         return parse_triton(body)
+
+    def _stream(self, model: str, prompt: str) -> None:
+        path = f"/v2/models/{model}/generate_stream"
+        body = triton_stream_request(prompt, self.settings.max_tokens)
+        context = self._context(model, prompt, "generate_stream")
+        sent = time.perf_counter()
+        with self.client.post(path, json=body, name=path, catch_response=True, context=context,
+                              stream=True, headers={"Accept": "text/event-stream"}) as response:
+            if response.error is not None or response.status_code == 0:
+                return  # connection error: Locust records it as the exception
+            if not response.ok:
+                response.failure(error_text(response.status_code, response.content or b""))
+                return
+            stream = TritonStream()
+            try:
+                for chunk in response.iter_content(chunk_size=None):
+                    stream.feed(chunk, (time.perf_counter() - sent) * 1000.0)
+                completion = stream.finish()
+            except OSError as exc:
+                # requests' errors for a connection lost mid-stream are OSErrors.
+                response.failure(f"stream interrupted: {type(exc).__name__}: {exc}")
+                return
+            except ResponseError as exc:
+                response.failure(str(exc))
+                return
+            finally:
+                meta = response.request_meta
+                meta["response_time"] = (time.perf_counter() - sent) * 1000.0
+                meta["response_length"] = stream.received_bytes
+            meta["context"].update(completion.context(prompt))
 
 
 class SaxmlUser(_GenerationUser):

@@ -3,118 +3,214 @@
 matplotlib is imported inside the drawing functions, not at module level: the CLI and
 the metrics functions import ``shared.metrics`` on every start and must not pay for
 it (about half a second), and only report paths draw. Each chart is its own
-``matplotlib.figure.Figure`` rendered by the Agg backend into memory; nothing touches
-pyplot's global figure registry, so request threads of the dashboard never share a
-figure.
+``matplotlib.figure.Figure`` on an Agg canvas in memory; nothing touches pyplot's
+global figure registry, so request threads of the dashboard never share a figure.
+The chart functions return the figure (so tests can measure where its text landed);
+:func:`render` turns one into PNG bytes.
 
-Runs are overlaid by the seconds since each test's start (``SeriesPoint.offset_s``), so
-two tests that ran on different days line up. The test is drawn in blue and its
-baseline in orange, a pair that stays distinct for colour-blind readers.
+What the charts promise a reader:
+
+* runs are overlaid by the seconds since each test's start (``SeriesPoint.offset_s``),
+  so two tests that ran on different days line up. The test is blue and its baseline
+  orange, a pair that stays distinct for colour-blind readers; line styles tell the
+  measures apart (p50 dotted, p90 dashed, p99 solid), with one legend entry per run
+  and one per style;
+* labels are short (:func:`run_labels`) and the legend sits below the plot, so it
+  never runs into the title or the axes; the full test ids are the page's business;
+* rate charts (throughput, output tokens) leave out the partial first and last
+  buckets: a test covers them only partly, so their counts would draw a ramp that did
+  not happen. A test whose every bucket is partial (a second or two long) is still
+  drawn, with hollow markers;
+* one outlier does not flatten a latency chart: the axis stops at 1.2 times the 95th
+  percentile of the plotted p99s, and points above it sit on the top edge as
+  triangles, counted in the top-right corner;
+* a missing percentile (no successful request in the bucket) is a gap, not a zero;
+  a chart with nothing to show says so in words ("no errors", "not streamed").
 """
 
 from __future__ import annotations
 
 import io
-from collections.abc import Callable, Sequence
+import math
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from shared.metrics.model import SeriesPoint
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist
     from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
-__all__ = ["CHART_NAMES", "Run", "errors", "latency", "render", "throughput", "tokens"]
+__all__ = ["CHART_NAMES", "DPI", "HEIGHT_PX", "LABEL_MAX", "WIDTH_PX", "Run", "errors",
+           "figure", "latency", "render", "run_labels", "throughput", "tokens", "ttft",
+           "users"]
 
-WIDTH_IN, HEIGHT_IN, DPI = 9.0, 3.6, 100
+WIDTH_IN, HEIGHT_IN, DPI = 9.0, 4.2, 100
+WIDTH_PX, HEIGHT_PX = round(WIDTH_IN * DPI), round(HEIGHT_IN * DPI)
 COLOURS = ("#1f77b4", "#ff7f0e")
+#: The longest legend label of a run.
+LABEL_MAX = 24
 # Fewer points than this get markers, so a one-bucket run is still visible.
 _MARKER_BELOW = 30
 _X_LABEL = "Time since test start (s)"
+_KEY_COLOUR = "#57606a"
+_NOTE_COLOUR = "#59636e"
+# The latency axis stops at this multiple of the 95th percentile of the plotted p99s.
+_CEILING_FACTOR, _CEILING_PERCENTILE = 1.2, 95.0
 
 
 @dataclass(frozen=True)
 class Run:
-    """One test's series and the name its legend entries carry."""
+    """One test's series and the short label its legend entry carries."""
 
-    test_id: str
+    label: str
     points: Sequence[SeriesPoint]
 
 
 Runs = Sequence[Run]
+#: Line styles: solid, dashed, dotted.
+Style = Literal["-", "--", ":"]
 
 
-def latency(runs: Runs) -> bytes:
-    """Response time percentiles (p50 dotted, p90 dashed, p99 solid) in ms."""
+def run_labels(test_ids: Sequence[str]) -> list[str]:
+    """Short legend labels for the runs of a chart, in order.
 
-    def draw(ax: Axes, run: Run, index: int) -> None:
-        colour, xs = _colour(index), _offsets(run)
-        for field, style in (("p50_ms", ":"), ("p90_ms", "--"), ("p99_ms", "-")):
-            ys = [getattr(p, field) for p in run.points]
-            ax.plot(xs, ys, linestyle=style, color=colour, marker=_marker(run),
-                    label=f"{run.test_id} {field.removesuffix('_ms')}")
-
-    return _chart(runs, "Latency percentiles", "Response time (ms)", draw)
-
-
-def throughput(runs: Runs) -> bytes:
-    """Completed requests per second."""
-
-    def draw(ax: Axes, run: Run, index: int) -> None:
-        ax.plot(_offsets(run), [p.qps for p in run.points], color=_colour(index),
-                marker=_marker(run), label=run.test_id)
-
-    return _chart(runs, "Throughput", "Requests/s", draw)
+    Two runs are a comparison: ``test`` and ``baseline`` (the page says which ids those
+    are). A lone run keeps its id when it fits in :data:`LABEL_MAX` characters and is
+    otherwise shortened in the middle (``lt:20261121…wxyzABCDEFGH``), where generated ids
+    repeat themselves least. More runs get shortened ids, numbered if two collide.
+    """
+    if len(test_ids) == 2:
+        return ["test", "baseline"]
+    labels = [_shorten(test_id) for test_id in test_ids]
+    if len(set(labels)) < len(labels):
+        labels = [f"{i + 1}: {_shorten(test_id, LABEL_MAX - 3)}"
+                  for i, test_id in enumerate(test_ids)]
+    return labels
 
 
-def tokens(runs: Runs) -> bytes:
-    """Output tokens generated per second."""
-
-    def draw(ax: Axes, run: Run, index: int) -> None:
-        ax.plot(_offsets(run), [p.tokens_per_s for p in run.points], color=_colour(index),
-                marker=_marker(run), label=run.test_id)
-
-    return _chart(runs, "Output tokens", "Output tokens/s", draw)
+def _shorten(text: str, limit: int = LABEL_MAX) -> str:
+    if len(text) <= limit:
+        return text
+    head = (limit - 1) // 2
+    return f"{text[:head]}…{text[len(text) - (limit - 1 - head):]}"
 
 
-def errors(runs: Runs) -> bytes:
-    """Failed requests per bucket as filled steps, with the error rate (%) on a second axis.
+# --- the charts -------------------------------------------------------------------
+
+_Measure = tuple[str, str, Style]  # field, legend label, line style
+_PERCENTILES: tuple[_Measure, ...] = (("p50_ms", "p50", ":"), ("p90_ms", "p90", "--"),
+                                      ("p99_ms", "p99", "-"))
+_TTFT: tuple[_Measure, ...] = (("ttft_p50_ms", "p50", ":"), ("ttft_p90_ms", "p90", "--"))
+
+
+def latency(runs: Runs) -> Figure:
+    """Response time percentiles of successful requests (ms), outliers clipped."""
+    return _percentile_chart(runs, "Latency of successful requests", _PERCENTILES,
+                             ceiling_from="p99_ms", empty="no data")
+
+
+def ttft(runs: Runs) -> Figure:
+    """Time to first token (p50, p90) of streamed requests; "not streamed" without any."""
+    streamed = any(p.ttft_p50_ms is not None for run in runs for p in run.points)
+    return _percentile_chart(runs, "Time to first token, streamed requests", _TTFT,
+                             ceiling_from="ttft_p90_ms",
+                             empty="not streamed" if _has_points(runs) and not streamed
+                             else "no data", force_empty=not streamed)
+
+
+def throughput(runs: Runs) -> Figure:
+    """Successful requests per second (solid) next to all requests per second (dashed);
+    partial buckets left out."""
+    chart = _Chart("Throughput", "Requests/s")
+    if not _has_points(runs):
+        return chart.empty(runs, "no data")
+    for index, run in enumerate(runs):
+        points, hollow = _whole_buckets(run)
+        xs = [p.offset_s for p in points]
+        chart.line(xs, [p.success_qps for p in points], index, "-", hollow)
+        chart.line(xs, [p.qps for p in points], index, "--", hollow)
+    return chart.finish(runs, [("-", "successful"), ("--", "all, failures included")])
+
+
+def tokens(runs: Runs) -> Figure:
+    """Output tokens generated per second; partial buckets left out."""
+    chart = _Chart("Output tokens", "Output tokens/s")
+    if not _has_points(runs):
+        return chart.empty(runs, "no data")
+    for index, run in enumerate(runs):
+        points, hollow = _whole_buckets(run)
+        chart.line([p.offset_s for p in points], [p.tokens_per_s for p in points], index,
+                   "-", hollow)
+    return chart.finish(runs, [])
+
+
+def users(runs: Runs) -> Figure:
+    """Users running over time (partial buckets kept: a count, not a rate)."""
+    chart = _Chart("Users", "Users")
+    if not _has_points(runs):
+        return chart.empty(runs, "no data")
+    if all(p.users is None for run in runs for p in run.points):
+        return chart.empty(runs, "no user counts")
+    for index, run in enumerate(runs):
+        chart.line(_offsets(run.points), [p.users for p in run.points], index, "-",
+                   _all_partial(run))
+    chart.integer_y()
+    return chart.finish(runs, [])
+
+
+def errors(runs: Runs) -> Figure:
+    """Failed requests per bucket as filled steps, the error rate (%) dashed on a second
+    axis; "no errors" when no run failed a request.
 
     One step patch per run, not one bar per bucket: 600 bars take seconds to draw. The
     rate line is what to compare when the runs sent different numbers of requests.
     """
-    from matplotlib.ticker import MaxNLocator
-
     width = _bucket_width(runs)
-    rate_axes: list[Axes] = []
-
-    def draw(ax: Axes, run: Run, index: int) -> None:
-        colour = _colour(index)
+    unit = {1.0: "second", 60.0: "minute"}.get(width, "bucket")
+    chart = _Chart("Errors", f"Failures per {unit}")
+    if not _has_points(runs):
+        return chart.empty(runs, "no data")
+    if not any(p.errors for run in runs for p in run.points):
+        return chart.empty(runs, "no errors" if len(runs) == 1 else "no errors in any run")
+    rate_ax = chart.ax.twinx()
+    rate_ax.set_ylabel("Error rate (%)")
+    _plain_ticks(rate_ax)
+    top_rate = 0.0
+    for index, run in enumerate(runs):
+        if not run.points:
+            continue
         counts = _per_bucket(run, width)
         # The test filled, its baseline as an outline on top: overlaps stay readable.
-        ax.stairs(counts, [i * width for i in range(len(counts) + 1)], fill=index == 0,
-                  color=colour, alpha=0.45 if index == 0 else 1.0, linewidth=1.5,
-                  label=f"{run.test_id} errors")
-        if not rate_axes:
-            ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-            rate_axes.append(ax.twinx())
-            rate_axes[0].set_ylabel("Error rate (%)")
-        rates = [100.0 * p.errors / p.requests if p.requests else 0.0 for p in run.points]
-        rate_axes[0].plot(_offsets(run), rates, color=colour, linestyle="--", linewidth=1,
-                          marker=_marker(run), label=f"{run.test_id} error rate")
+        chart.ax.stairs(counts, [i * width for i in range(len(counts) + 1)],
+                        fill=index == 0, color=_colour(index),
+                        alpha=0.45 if index == 0 else 1.0, linewidth=1.5)
+        rates = [100.0 * p.errors / p.requests if p.requests else math.nan
+                 for p in run.points]
+        top_rate = max([top_rate, *(r for r in rates if not math.isnan(r))])
+        rate_ax.plot(_offsets(run.points), rates, color=_colour(index), linestyle="--",
+                     linewidth=1, marker=_marker(run.points), fillstyle=_fill(_all_partial(run)),
+                     zorder=2.5 - 0.1 * index)
+    rate_ax.set_ylim(0, min(100.0, top_rate * 1.1) or 1.0)
+    chart.integer_y()
+    from matplotlib.patches import Patch
 
-    return _chart(runs, "Errors", "Errors per bucket", draw)
+    key: list[tuple[Artist, str]] = [(Patch(color=_KEY_COLOUR, alpha=0.45), "failures"),
+                                     (_key_line("--"), "error rate (%)")]
+    return chart.finish(runs, [], extra_key=key)
 
 
-CHARTS: dict[str, Callable[[Runs], bytes]] = {
-    "latency": latency, "throughput": throughput, "errors": errors, "tokens": tokens,
+CHARTS: dict[str, Callable[[Runs], Figure]] = {
+    "latency": latency, "ttft": ttft, "throughput": throughput, "errors": errors,
+    "tokens": tokens, "users": users,
 }
 CHART_NAMES: tuple[str, ...] = tuple(CHARTS)
 
 
-def render(name: str, runs: Runs) -> bytes:
-    """The chart called ``name`` as PNG bytes.
+def figure(name: str, runs: Runs) -> Figure:
+    """The chart called ``name`` as a matplotlib figure (on an Agg canvas).
 
     Raises:
         KeyError: ``name`` is not one of :data:`CHART_NAMES`.
@@ -122,62 +218,183 @@ def render(name: str, runs: Runs) -> bytes:
     return CHARTS[name](runs)
 
 
-def _chart(runs: Runs, title: str, y_label: str,
-           draw: Callable[[Axes, Run, int], None]) -> bytes:
-    """Draw each run with ``draw`` on one titled, labelled, gridded figure; PNG bytes.
+def render(name: str, runs: Runs) -> bytes:
+    """The chart called ``name`` as PNG bytes, :data:`WIDTH_PX` by :data:`HEIGHT_PX`.
 
-    The legend sits outside the plot, right of any second y axis, so it never hides
-    data; constrained layout makes room for it within the fixed figure size.
+    Raises:
+        KeyError: ``name`` is not one of :data:`CHART_NAMES`.
     """
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI, layout="constrained")
-    ax = fig.add_subplot()
-    names = " vs ".join(run.test_id for run in runs)
-    ax.set_title(f"{title}: {names}" if names else title)
-    ax.set_xlabel(_X_LABEL)
-    ax.set_ylabel(y_label)
-    ax.grid(True, alpha=0.3)
-    for index, run in enumerate(runs):
-        if run.points:
-            draw(ax, run, index)
-        else:
-            # Keep the run in the legend so a missing series is not mistaken for zero.
-            ax.plot([], [], color=_colour(index), label=f"{run.test_id} (no data)")
-    if any(run.points for run in runs):
-        # Up to the end of the last bucket, so a one-bucket run is not a sliver.
-        right = max(p.offset_s for run in runs for p in run.points) + _bucket_width(runs)
-        ax.set_xlim(-0.01 * right, right)
-        for each in fig.axes:
-            each.set_ylim(bottom=0)
-    else:
-        ax.text(0.5, 0.5, "no data", transform=ax.transAxes, ha="center", va="center",
-                fontsize="x-large", color="grey")
-        ax.set_xticks([])
-        ax.set_yticks([])
-    handles: list[Artist] = []
-    labels: list[str] = []
-    for each in fig.axes:  # a second y axis (error rate) has entries of its own
-        more_handles, more_labels = each.get_legend_handles_labels()
-        handles += more_handles
-        labels += more_labels
-    if handles:
-        fig.legend(handles, labels, loc="outside right upper", fontsize="small")
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=DPI)
+    figure(name, runs).savefig(buffer, format="png", dpi=DPI)
     return buffer.getvalue()
+
+
+# --- building blocks ----------------------------------------------------------------
+
+
+class _Chart:
+    """One figure being drawn: a left-aligned title, labelled axes, a legend below."""
+
+    def __init__(self, title: str, y_label: str) -> None:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        self.fig = Figure(figsize=(WIDTH_IN, HEIGHT_IN), dpi=DPI, layout="constrained")
+        FigureCanvasAgg(self.fig)
+        self.ax: Axes = self.fig.add_subplot()
+        self.ax.set_title(title, loc="left")
+        self.ax.set_xlabel(_X_LABEL)
+        self.ax.set_ylabel(y_label)
+        self.ax.grid(True, alpha=0.3)
+        _plain_ticks(self.ax)
+
+    def line(self, xs: Sequence[float], ys: Iterable[float | int | None], index: int,
+             style: Style, hollow: bool) -> None:
+        values = [math.nan if y is None else float(y) for y in ys]
+        # The test drawn over its baseline where they coincide.
+        self.ax.plot(xs, values, color=_colour(index), linestyle=style,
+                     marker="o" if hollow else _marker(xs), fillstyle=_fill(hollow),
+                     markersize=4, zorder=2.5 - 0.1 * index)
+
+    def integer_y(self) -> None:
+        from matplotlib.ticker import MaxNLocator
+
+        self.ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+
+    def note(self, text: str) -> None:
+        """A remark in the top-right corner, above the plot (clipped points)."""
+        self.ax.set_title(text, loc="right", fontsize="small", color=_NOTE_COLOUR)
+
+    def empty(self, runs: Runs, message: str) -> Figure:
+        """The chart saying ``message`` instead of plotting; runs stay in the legend."""
+        self.ax.text(0.5, 0.5, message, transform=self.ax.transAxes, ha="center",
+                     va="center", fontsize="x-large", color="grey")
+        self.ax.set_xticks([])
+        self.ax.set_yticks([])
+        return self._legend(runs, [])
+
+    def finish(self, runs: Runs, styles: Sequence[tuple[Style, str]],
+               extra_key: Sequence[tuple[Artist, str]] = ()) -> Figure:
+        """Axes from 0 to the end of the last bucket, y from 0; the legend."""
+        right = max(p.offset_s for run in runs for p in run.points) + _bucket_width(runs)
+        self.ax.set_xlim(-0.01 * right, right)
+        for each in self.fig.axes:
+            if each.get_ylim()[1] <= 0:  # nothing above zero: keep a visible axis
+                each.set_ylim(0, 1)
+            each.set_ylim(bottom=0)
+        key = [(_key_line(style), label) for style, label in styles] + list(extra_key)
+        return self._legend(runs, key)
+
+    def _legend(self, runs: Runs, key: Sequence[tuple[Artist, str]]) -> Figure:
+        from matplotlib.lines import Line2D
+
+        entries: list[tuple[Artist, str]] = [
+            (Line2D([], [], color=_colour(i), linewidth=2.5),
+             run.label if run.points else f"{run.label} (no data)")
+            for i, run in enumerate(runs)]
+        entries += key
+        if entries:
+            handles, labels = zip(*entries, strict=True)
+            self.fig.legend(handles, labels, loc="outside lower center", ncols=len(entries),
+                            fontsize="small", frameon=False)
+        return self.fig
+
+
+def _percentile_chart(runs: Runs, title: str, fields: Sequence[_Measure], *,
+                      ceiling_from: str, empty: str, force_empty: bool = False) -> Figure:
+    chart = _Chart(title, "Milliseconds")
+    if force_empty or not _has_points(runs):
+        return chart.empty(runs, empty)
+    robust = [v for run in runs for p in run.points
+              if (v := getattr(p, ceiling_from)) is not None]
+    ceiling = _ceiling(robust)
+    above: list[float] = []
+    for index, run in enumerate(runs):
+        xs = _offsets(run.points)
+        for field, _, style in fields:
+            ys = [getattr(p, field) for p in run.points]
+            chart.line(xs, ys, index, style, _all_partial(run))
+            if ceiling is None:
+                continue
+            clipped = [(x, y) for x, y in zip(xs, ys, strict=True)
+                       if y is not None and y > ceiling]
+            if clipped:
+                above += [y for _, y in clipped]
+                # On the top edge, outside the clip box so the whole triangle shows.
+                chart.ax.plot([x for x, _ in clipped], [ceiling] * len(clipped),
+                              linestyle="none", marker="^", markersize=6,
+                              color=_colour(index), clip_on=False)
+    if ceiling is not None and above:
+        chart.ax.set_ylim(0, ceiling)
+        chart.note(f"{len(above):,} point{'s' if len(above) > 1 else ''} above "
+                   f"{ceiling:,.0f} ms, max {max(above):,.0f} ms")
+    return chart.finish(runs, [(style, label) for _, label, style in fields])
+
+
+def _ceiling(values: Sequence[float]) -> float | None:
+    """Where the latency axis stops: 1.2 times the 95th percentile of ``values``, or None
+    when nothing lies above that (the axis then fits the data)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    rank = (len(ordered) - 1) * _CEILING_PERCENTILE / 100
+    low = math.floor(rank)
+    high = min(low + 1, len(ordered) - 1)
+    percentile = ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
+    ceiling = _CEILING_FACTOR * percentile
+    return ceiling if ordered[-1] > ceiling and ceiling > 0 else None
+
+
+def _key_line(style: Style) -> Artist:
+    from matplotlib.lines import Line2D
+
+    return Line2D([], [], color=_KEY_COLOUR, linestyle=style, linewidth=1.5)
+
+
+def _plain_ticks(ax: Axes) -> None:
+    """Tick labels as plain numbers with thousands separators (no ``1e6`` offset text,
+    which would land on the title)."""
+    from matplotlib.ticker import FuncFormatter
+
+    ax.xaxis.set_major_formatter(FuncFormatter(_tick))
+    ax.yaxis.set_major_formatter(FuncFormatter(_tick))
+
+
+def _tick(value: float, _position: object) -> str:
+    if abs(value - round(value)) < 1e-9:
+        return f"{value:,.0f}"
+    return f"{value:,.3f}".rstrip("0").rstrip(".")
+
+
+def _has_points(runs: Runs) -> bool:
+    return any(run.points for run in runs)
+
+
+def _whole_buckets(run: Run) -> tuple[Sequence[SeriesPoint], bool]:
+    """The buckets a rate chart plots, and whether they are partial (hollow markers):
+    the whole ones, or every bucket when none is whole."""
+    whole = [p for p in run.points if not p.partial]
+    return (whole, False) if whole else (run.points, bool(run.points))
+
+
+def _all_partial(run: Run) -> bool:
+    return bool(run.points) and all(p.partial for p in run.points)
 
 
 def _colour(index: int) -> str:
     return COLOURS[index % len(COLOURS)]
 
 
-def _offsets(run: Run) -> list[float]:
-    return [p.offset_s for p in run.points]
+def _offsets(points: Sequence[SeriesPoint]) -> list[float]:
+    return [p.offset_s for p in points]
 
 
-def _marker(run: Run) -> str | None:
-    return "o" if len(run.points) < _MARKER_BELOW else None
+def _marker(points: Sequence[object]) -> str | None:
+    return "o" if len(points) < _MARKER_BELOW else None
+
+
+def _fill(hollow: bool) -> str:
+    return "none" if hollow else "full"
 
 
 def _per_bucket(run: Run, width: float) -> list[float]:

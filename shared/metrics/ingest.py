@@ -1,13 +1,14 @@
 """``ingest_metrics``: Pub/Sub messages of load-test records → BigQuery rows.
 
 A message carries a JSON array of records (or a single record), within
-:data:`MESSAGE_LIMITS`. Each record is validated on its own: good ones become rows of
-the requests table, bad ones rows of the rejections table with the reason, so one
-poison record never sinks the batch (partial failure) and never disappears silently.
-A rejection row can always be written, whatever the record held. Both are written before the
-handler returns; any BigQuery failure raises, Pub/Sub redelivers, and the
-redelivered rows carry the same keys (``<message id>:<index>``), which BigQuery's
-insertIds and the ``requests_unique`` view de-duplicate.
+:data:`MESSAGE_LIMITS`; one with the attribute ``kind=run`` carries a test's run record
+instead (:mod:`shared.metrics.run`), which goes to the runs table. Each record is
+validated on its own: good ones become rows, bad ones rows of the rejections table with
+the reason, so one poison record never sinks the batch (partial failure) and never
+disappears silently. A rejection row can always be written, whatever the record held.
+Both are written before the handler returns; any BigQuery failure raises, Pub/Sub
+redelivers, and the redelivered rows carry the same keys (``<message id>:<index>``,
+``<test id>:<phase>`` for runs), which BigQuery's insertIds and the views de-duplicate.
 
 Decoding and validation (:func:`parse_message`) are pure; :func:`store` is the only
 I/O, in insert requests of at most 500 rows and well under BigQuery's 10 MB limit.
@@ -27,6 +28,7 @@ from shared.config import format_validation_error
 from shared.errors import PermanentError
 from shared.metrics.batch import split
 from shared.metrics.record import MetricRecord, row_key
+from shared.metrics.run import KIND_ATTRIBUTE, RUN_KIND, RunRecord, run_row_key
 from shared.payload import Limits, check, decode_array
 from shared.pubsub import MAX_MESSAGE_BYTES
 from shared.safetext import clean, preview
@@ -43,6 +45,7 @@ __all__ = [
     "ingest_message",
     "insert_batches",
     "parse_message",
+    "parse_run_message",
     "row_size",
     "store",
 ]
@@ -168,6 +171,43 @@ def parse_message(message_id: str, data: bytes, received_at: datetime) -> Parsed
     return parsed
 
 
+def parse_run_message(message_id: str, data: bytes, received_at: datetime) -> Parsed:
+    """A run message (attribute ``kind=run``): one run record, or its rejection (pure).
+
+    The row key is the test id and phase, so the same record from several workers,
+    or redelivered, is one row.
+    """
+    at = received_at.astimezone(UTC).isoformat()
+    parsed = Parsed()
+    try:
+        raw = decode_array(data, MESSAGE_LIMITS)
+    except PermanentError as exc:
+        head = data[:MAX_REJECTED_RECORD_CHARS]
+        _reject(parsed, message_id, at, None, exc.message, head.decode("utf-8", "replace"),
+                original=head)
+        return parsed
+    try:
+        if not isinstance(raw, dict):
+            raise _Refused("data: a run message carries one JSON object")
+        problem = check(raw, RECORD_LIMITS)
+        if problem is not None:
+            raise _Refused(str(problem) if problem.path else f"record: {problem.rule}")
+        try:
+            record = RunRecord.model_validate(raw)
+        except ValidationError as exc:
+            raise _Refused(format_validation_error(exc)[0]) from exc
+    except _Refused as exc:
+        _reject(parsed, message_id, at, None, f"run record: {exc}", raw)
+        return parsed
+    row = dict(record.__dict__)
+    row["at"] = record.at.isoformat()
+    row["row_key"] = run_row_key(record.test_id, record.phase)
+    row["message_id"] = message_id
+    row["ingested_at"] = at
+    parsed.rows.append(row)
+    return parsed
+
+
 def _text_cost(text: str) -> int:
     n = len(text)
     return n + 2 if text.isascii() and text.isprintable() else 12 * n + 2
@@ -233,8 +273,11 @@ def ingest_message(message: PubSubMessage) -> IngestResult:
     assert settings.project is not None
     names = Names.of(settings.project, config.metrics)
 
-    parsed = parse_message(message.message_id, message.data, datetime.now(UTC))
-    requests = store(settings.project, names.ref(names.table), parsed.rows)
+    is_run = message.attributes.get(KIND_ATTRIBUTE) == RUN_KIND
+    parse = parse_run_message if is_run else parse_message
+    parsed = parse(message.message_id, message.data, datetime.now(UTC))
+    table = names.runs_table if is_run else names.table
+    requests = store(settings.project, names.ref(table), parsed.rows)
     requests += store(settings.project, names.ref(names.rejections_table), parsed.rejections)
     result = IngestResult(len(parsed.rows), len(parsed.rejections), requests)
     if parsed.rejections:

@@ -2,16 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal, Protocol
 
-__all__ = ["MetricsSource", "SeriesPoint", "TestComparison", "TestSummary"]
+__all__ = ["BaselineChoice", "Baselines", "Failure", "MetricsSource", "RequestStats",
+           "SeriesPoint", "TestComparison", "TestSummary"]
 
 
 @dataclass(frozen=True)
 class TestSummary:
-    """One row of the ``test_summary`` view."""
+    """One row of the ``test_summary`` view.
+
+    ``model_name``, ``server`` and ``accelerator`` come from the test's run record;
+    without one, ``model_inferred`` is set and the model is the one most requests
+    named. ``model_count`` > 1 means the requests named several models (``models_seen``,
+    most requested first): such a test is flagged and is no one's baseline. Latency
+    fields cover successful requests only; ``ttft_*`` streamed ones only (None if none).
+    """
 
     test_id: str
     model_name: str | None
@@ -25,18 +34,44 @@ class TestSummary:
     errors: int
     error_rate: float
     qps: float
-    p50_ms: float
-    p90_ms: float
-    p99_ms: float
+    p50_ms: float | None
+    p90_ms: float | None
+    p99_ms: float | None
     input_tokens: int
     output_tokens: int
     tokens_per_s: float
+    success_qps: float = 0.0
+    max_ms: float | None = None
+    mean_ms: float | None = None
+    ttft_p50_ms: float | None = None
+    ttft_p90_ms: float | None = None
+    model_inferred: bool = False
+    model_count: int = 1
+    models_seen: str | None = None
+    finished: bool = False
+    spawn_rate: float | None = None
+    run_time_s: float | None = None
+    locust_version: str | None = None
+    loadgen_revision: str | None = None
+    host: str | None = None
+
+    @property
+    def successes(self) -> int:
+        return self.requests - self.errors
+
+    @property
+    def mixed_models(self) -> bool:
+        return self.model_count > 1
 
 
 @dataclass(frozen=True)
 class SeriesPoint:
     """One bucket of a test's time series (``test_timeseries`` per minute,
-    ``test_timeseries_seconds`` per second); ``offset_s`` counts from the test's start."""
+    ``test_timeseries_seconds`` per second); ``offset_s`` counts from the test's start.
+
+    ``partial`` marks the first and last buckets, which the test only partly covered:
+    their counts are not rates over the whole bucket.
+    """
 
     test_id: str
     bucket: datetime
@@ -44,10 +79,68 @@ class SeriesPoint:
     requests: int
     errors: int
     qps: float
-    p50_ms: float
-    p90_ms: float
-    p99_ms: float
+    p50_ms: float | None
+    p90_ms: float | None
+    p99_ms: float | None
     tokens_per_s: float
+    success_qps: float = 0.0
+    max_ms: float | None = None
+    users: int | None = None
+    ttft_p50_ms: float | None = None
+    ttft_p90_ms: float | None = None
+    partial: bool = False
+
+
+@dataclass(frozen=True)
+class RequestStats:
+    """One row of Locust's statistics table (``test_requests_by_name``): latency over
+    successful requests, ``mean_bytes`` over all."""
+
+    test_id: str
+    request_type: str
+    request_name: str
+    requests: int
+    failures: int
+    p50_ms: float | None
+    p90_ms: float | None
+    p99_ms: float | None
+    max_ms: float | None
+    mean_ms: float | None
+    mean_bytes: float | None
+    output_tokens: int
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One distinct failure of a test (``test_failures``) and how often it happened."""
+
+    test_id: str
+    request_type: str
+    request_name: str
+    message: str
+    occurrences: int
+
+
+@dataclass(frozen=True)
+class BaselineChoice:
+    """A test a report can be compared with (``test_comparison``: single-model tests)."""
+
+    test_id: str
+    model_name: str | None
+    server: str | None
+    started: datetime
+    # Same model and server as the test being reported: offered first.
+    alike: bool
+
+
+@dataclass(frozen=True)
+class Baselines:
+    """The baselines offered for one test: ``default`` is the previous test of the same
+    model and server (None when there is none), ``choices`` alike tests first, then
+    newest first."""
+
+    default: str | None
+    choices: tuple[BaselineChoice, ...]
 
 
 @dataclass(frozen=True)
@@ -59,24 +152,60 @@ class TestComparison:
 
     def change(self, field: str) -> float | None:
         """Relative change of a numeric summary field, test vs other (0.1 = +10 %)."""
-        before = float(getattr(self.other, field))
-        after = float(getattr(self.test, field))
-        if before == 0:
+        before, after = getattr(self.other, field), getattr(self.test, field)
+        if before is None or after is None or before == 0:
             return None
-        return (after - before) / before
+        return (float(after) - float(before)) / float(before)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Why the comparison may mislead: the same test twice, different servers or
+        models, a test that mixed models."""
+        test, other = self.test, self.other
+        found: list[str] = []
+        if test.test_id == other.test_id:
+            found.append("the test is compared with itself")
+        for field, what in (("server", "servers"), ("model_name", "models"),
+                            ("accelerator", "accelerators")):
+            mine, theirs = getattr(test, field), getattr(other, field)
+            if mine != theirs:
+                found.append(f"different {what}: {mine or 'unknown'} and {theirs or 'unknown'}")
+        for summary in (test, other):
+            if summary.mixed_models:
+                found.append(f"{summary.test_id} sent requests to several models "
+                             f"({summary.models_seen})")
+        return tuple(found)
 
 
 class MetricsSource(Protocol):
     """Where reports read from: the BigQuery views in production and the sandbox.
 
-    Methods raise ``shared.errors.NotFoundError`` for an unknown test id and
-    ``TransientError`` when the source is unreachable.
+    The plural methods take every test of a page at once, so a page costs one query
+    per view whatever it compares. Methods raise ``TransientError`` when the source is
+    unreachable; ids the source does not know are simply absent from the answers.
     """
 
-    def summary(self, test_id: str) -> TestSummary: ...
+    def summaries(self, test_ids: Sequence[str]) -> dict[str, TestSummary]: ...
 
-    def series(self, test_id: str, *, per: Literal["second", "minute"]) -> list[SeriesPoint]:
-        """The test's time series, oldest first."""
+    def summary(self, test_id: str) -> TestSummary:
+        """One test; raises ``shared.errors.NotFoundError`` for an unknown id."""
+        ...
+
+    def series(self, test_ids: Sequence[str], *,
+               per: Literal["second", "minute"]) -> dict[str, list[SeriesPoint]]:
+        """Each test's time series, oldest first."""
+        ...
+
+    def request_stats(self, test_ids: Sequence[str]) -> dict[str, list[RequestStats]]:
+        """Each test's rows per request type and name, most requests first."""
+        ...
+
+    def failures(self, test_ids: Sequence[str]) -> dict[str, list[Failure]]:
+        """Each test's distinct failures, most frequent first."""
+        ...
+
+    def baselines(self, test_id: str, limit: int = 50) -> Baselines:
+        """What ``test_id`` can be compared with, and its default baseline."""
         ...
 
     def recent_tests(self, limit: int = 50) -> list[TestSummary]:

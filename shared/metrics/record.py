@@ -3,8 +3,10 @@
 The field names keep the metrics schema of the Saxml-on-GKE load-test reference
 (test_id, request_type, request_name, response_length, response_time in ms, start_time,
 exception, model_name, model_method, tokenizer, num_input_tokens, num_output_tokens,
-model_response_time) so its dashboards and queries keep working; accelops adds the run
-metadata (server, accelerator, users) that lets runs be compared.
+model_response_time) so its dashboards and queries keep working; accelops adds
+``time_to_first_token`` for streamed requests and, on every record, the server,
+accelerator and user count. What describes the run as a whole (target model, spawn rate,
+Locust version, ...) is recorded once per test instead: :mod:`shared.metrics.run`.
 
 A Pub/Sub message carries a JSON array of records (or one record object). A record's
 row key is ``<message id>:<index in the message>``: the same message delivered twice
@@ -23,17 +25,26 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 
-__all__ = ["MAX_EXCEPTION_CHARS", "MetricRecord", "row_key"]
+__all__ = [
+    "MAX_EXCEPTION_CHARS",
+    "Count",
+    "MetricRecord",
+    "Millis",
+    "Short",
+    "TestId",
+    "parse_instant",
+    "row_key",
+]
 
 MAX_EXCEPTION_CHARS = 2048
 # Locust names requests by URL path; a test id goes into file names and URLs, so it is
 # kept to a safe alphabet.
 TestId = Annotated[str, StringConstraints(min_length=1, max_length=128,
                                           pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$")]
-_Short = Annotated[str, StringConstraints(max_length=256)]
-_Count = Annotated[int, Field(ge=0, le=10**9)]
+Short = Annotated[str, StringConstraints(max_length=256)]
+Count = Annotated[int, Field(ge=0, le=10**9)]
 # One day in milliseconds: anything slower is a clock bug, not a latency.
-_Millis = Annotated[float, Field(ge=0, le=86_400_000)]
+Millis = Annotated[float, Field(ge=0, le=86_400_000)]
 # 2000-01-01 .. 2100-01-01: epoch seconds outside this are milliseconds or garbage.
 _EPOCH_MIN, _EPOCH_MAX = 946_684_800, 4_102_444_800
 _START_RULE = "must be epoch seconds or an ISO 8601 timestamp with a timezone"
@@ -45,49 +56,29 @@ class MetricRecord(BaseModel):
     model_config = ConfigDict(extra="ignore", frozen=True, strict=True)
 
     test_id: TestId
-    request_type: _Short
+    request_type: Short
     request_name: Annotated[str, StringConstraints(max_length=1024)]
-    response_length: _Count = 0
-    response_time: _Millis
+    response_length: Count = 0
+    response_time: Millis
     start_time: datetime
     exception: str | None = None
-    model_name: _Short | None = None
-    model_method: _Short | None = None
-    tokenizer: _Short | None = None
-    num_input_tokens: _Count | None = None
-    num_output_tokens: _Count | None = None
-    model_response_time: _Millis | None = None
+    model_name: Short | None = None
+    model_method: Short | None = None
+    tokenizer: Short | None = None
+    num_input_tokens: Count | None = None
+    num_output_tokens: Count | None = None
+    model_response_time: Millis | None = None
+    # Streaming requests only: from sending the request to the first token received.
+    time_to_first_token: Millis | None = None
     # Run metadata, the same on every record of a run.
-    server: _Short | None = None
-    accelerator: _Short | None = None
-    users: _Count | None = None
+    server: Short | None = None
+    accelerator: Short | None = None
+    users: Count | None = None
 
     @field_validator("start_time", mode="before")
     @classmethod
     def _start_time(cls, value: Any) -> datetime:
-        """Locust reports start times as epoch seconds; ISO strings are accepted too.
-
-        The range is checked before any conversion: a 310-digit number cannot become a
-        float, and 9999-12-31T23:59:59-01:00 has no UTC equivalent.
-        """
-        if isinstance(value, bool) or not isinstance(value, int | float | str):
-            raise ValueError(_START_RULE)
-        if not isinstance(value, str):
-            if not _EPOCH_MIN <= value <= _EPOCH_MAX:  # False for NaN, too
-                raise ValueError("epoch seconds out of range (2000..2100)")
-            return datetime.fromtimestamp(value, UTC)
-        try:
-            parsed = datetime.fromisoformat(value)
-        except ValueError:
-            raise ValueError(_START_RULE) from None
-        if parsed.tzinfo is None:
-            raise ValueError("must carry a timezone (or be epoch seconds)")
-        if not 1999 <= parsed.year <= 2100:  # a day either side for the offset
-            raise ValueError("out of range (2000..2100)")
-        parsed = parsed.astimezone(UTC)
-        if not _EPOCH_MIN <= parsed.timestamp() <= _EPOCH_MAX:
-            raise ValueError("out of range (2000..2100)")
-        return parsed
+        return parse_instant(value)
 
     @field_validator("exception", mode="before")
     @classmethod
@@ -100,6 +91,33 @@ class MetricRecord(BaseModel):
     @property
     def failed(self) -> bool:
         return self.exception is not None
+
+
+def parse_instant(value: Any) -> datetime:
+    """Epoch seconds (as Locust reports them) or an ISO 8601 timestamp with a timezone,
+    between 2000 and 2100, as an aware UTC datetime; ValueError names the rule.
+
+    The range is checked before any conversion: a 310-digit number cannot become a
+    float, and 9999-12-31T23:59:59-01:00 has no UTC equivalent.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(_START_RULE)
+    if not isinstance(value, str):
+        if not _EPOCH_MIN <= value <= _EPOCH_MAX:  # False for NaN, too
+            raise ValueError("epoch seconds out of range (2000..2100)")
+        return datetime.fromtimestamp(value, UTC)
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise ValueError(_START_RULE) from None
+    if parsed.tzinfo is None:
+        raise ValueError("must carry a timezone (or be epoch seconds)")
+    if not 1999 <= parsed.year <= 2100:  # a day either side for the offset
+        raise ValueError("out of range (2000..2100)")
+    parsed = parsed.astimezone(UTC)
+    if not _EPOCH_MIN <= parsed.timestamp() <= _EPOCH_MAX:
+        raise ValueError("out of range (2000..2100)")
+    return parsed
 
 
 def row_key(message_id: str, index: int) -> str:

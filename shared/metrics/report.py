@@ -7,31 +7,48 @@ Reading and rendering are separate so the CLI and the dashboard show the same pa
 choice (``chart_src``): relative PNG file names for the offline report, chart URLs
 for the dashboard.
 
-Every value that comes from data (test ids, model and server names) is HTML-escaped:
-test ids and model names are chosen by whoever ran the load test.
+The pages themselves are built in ``_report_page`` (with ``_report_tables``),
+``_index_page`` and ``_html`` (the shared shell, CSS and error page). Every value that
+comes from data (test ids, model and server names, request names, failure messages)
+is HTML-escaped: whoever ran the load test chose them, and servers wrote the messages.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from shared.errors import NotFoundError
 from shared.metrics import charts
-from shared.metrics._html import index_page, report_page
-from shared.metrics.charts import CHART_NAMES, Run
-from shared.metrics.model import MetricsSource, SeriesPoint, TestComparison, TestSummary
+from shared.metrics._html import error_page
+from shared.metrics._index_page import index_page
+from shared.metrics._report_page import NO_BASELINE, report_page
+from shared.metrics.charts import CHART_NAMES, Run, run_labels
+from shared.metrics.model import (
+    Baselines,
+    Failure,
+    MetricsSource,
+    RequestStats,
+    SeriesPoint,
+    TestComparison,
+    TestSummary,
+)
 
 __all__ = [
     "CHART_NAMES",
+    "NO_BASELINE",
     "PER_SECOND_BELOW_S",
     "Report",
     "Resolution",
+    "TestData",
     "build_report",
     "chart_png",
+    "charts_shown",
+    "render_error_html",
     "render_html",
     "render_index_html",
     "report_dir_name",
@@ -47,34 +64,54 @@ PER_SECOND_BELOW_S = 600.0
 
 
 @dataclass(frozen=True)
+class TestData:
+    """One test as a report shows it: its summary and what each view says about it."""
+
+    summary: TestSummary
+    series: tuple[SeriesPoint, ...] = ()
+    requests: tuple[RequestStats, ...] = ()
+    failures: tuple[Failure, ...] = ()
+
+    @property
+    def test_id(self) -> str:
+        return self.summary.test_id
+
+
+@dataclass(frozen=True)
 class Report:
     """Everything a report shows: one test, or a test and the baseline it is compared with.
 
     Both tests' series have the same resolution (``per``) so their charts overlay.
     """
 
-    test: TestSummary
-    series: tuple[SeriesPoint, ...]
+    data: TestData
     per: Resolution
-    comparison: TestComparison | None = None
-    other_series: tuple[SeriesPoint, ...] = ()
+    baseline: TestData | None = None
+
+    @property
+    def test(self) -> TestSummary:
+        return self.data.summary
 
     @property
     def other(self) -> TestSummary | None:
         """The baseline test, if the report compares."""
-        return self.comparison.other if self.comparison is not None else None
+        return self.baseline.summary if self.baseline is not None else None
+
+    @property
+    def comparison(self) -> TestComparison | None:
+        other = self.other
+        return TestComparison(test=self.test, other=other) if other is not None else None
 
     @property
     def runs(self) -> tuple[Run, ...]:
         """The series to chart: the test first, then its baseline."""
-        runs = [Run(self.test.test_id, self.series)]
-        if self.other is not None:
-            runs.append(Run(self.other.test_id, self.other_series))
-        return tuple(runs)
+        tests = [self.data] + ([self.baseline] if self.baseline is not None else [])
+        labels = run_labels([t.test_id for t in tests])
+        return tuple(Run(label, t.series) for label, t in zip(labels, tests, strict=True))
 
 
 def build_report(source: MetricsSource, test_id: str, compare: str | None = None) -> Report:
-    """Read a test (and its baseline ``compare``) from ``source``.
+    """Read a test (and its baseline ``compare``) from ``source``: one query per view.
 
     The series are per second when the test, or either test when comparing, lasted
     under ten minutes; otherwise per minute.
@@ -83,16 +120,22 @@ def build_report(source: MetricsSource, test_id: str, compare: str | None = None
         NotFoundError: either test id is unknown to the source.
         TransientError: the source is unreachable.
     """
-    test = source.summary(test_id)
-    other = source.summary(compare) if compare is not None else None
-    durations = [test.duration_s] + ([other.duration_s] if other is not None else [])
-    per: Resolution = "second" if min(durations) < PER_SECOND_BELOW_S else "minute"
-    series = tuple(source.series(test_id, per=per))
-    if other is None:
-        return Report(test=test, series=series, per=per)
-    return Report(test=test, series=series, per=per,
-                  comparison=TestComparison(test=test, other=other),
-                  other_series=tuple(source.series(other.test_id, per=per)))
+    ids = [test_id] + ([compare] if compare is not None else [])
+    summaries = source.summaries(ids)
+    for wanted in ids:
+        if wanted not in summaries:
+            raise NotFoundError(f"no load test {wanted!r}")
+    per: Resolution = ("second" if min(summaries[i].duration_s for i in ids) < PER_SECOND_BELOW_S
+                       else "minute")
+    series = source.series(ids, per=per)
+    stats = source.request_stats(ids)
+    failures = source.failures(ids)
+
+    def data(wanted: str) -> TestData:
+        return TestData(summaries[wanted], tuple(series.get(wanted, ())),
+                        tuple(stats.get(wanted, ())), tuple(failures.get(wanted, ())))
+
+    return Report(data(test_id), per, data(compare) if compare is not None else None)
 
 
 def chart_png(report: Report, name: str) -> bytes:
@@ -104,19 +147,49 @@ def chart_png(report: Report, name: str) -> bytes:
     return charts.render(name, report.runs)
 
 
-def render_html(report: Report, chart_src: Callable[[str], str]) -> str:
+def charts_shown(report: Report) -> tuple[str, ...]:
+    """The charts the report's page shows, in order: every one of :data:`CHART_NAMES`
+    but time to first token when neither test streamed a response."""
+    tests = [report.data] + ([report.baseline] if report.baseline is not None else [])
+    streamed = any(t.summary.ttft_p50_ms is not None
+                   or any(p.ttft_p50_ms is not None for p in t.series) for t in tests)
+    return tuple(name for name in CHART_NAMES if name != "ttft" or streamed)
+
+
+def render_html(report: Report, chart_src: Callable[[str], str], *,
+                index_href: str | None = None, baselines: Baselines | None = None,
+                form_action: str | None = None) -> str:
     """The report as one self-contained HTML page (inline CSS, no scripts).
 
     ``chart_src(name)`` gives the ``src`` of each chart image, for each of
-    :data:`CHART_NAMES`.
+    :func:`charts_shown`. The rest is for the dashboard (the offline report has none
+    of it): ``index_href`` adds a link back to the test list; ``form_action`` adds a
+    GET form submitting there (field ``compare``: a test id, or :data:`NO_BASELINE`)
+    that picks a baseline among ``baselines.choices`` (the same model and server
+    first; the current baseline selected). When the baseline shown is
+    ``baselines.default``, the page says it is the previous run of the same model and
+    server.
     """
-    return report_page(report.test, report.other, report.per,
-                       {name: chart_src(name) for name in CHART_NAMES})
+    return report_page(report, {name: chart_src(name) for name in charts_shown(report)},
+                       index_href=index_href, baselines=baselines, form_action=form_action)
 
 
-def render_index_html(tests: list[TestSummary], link: Callable[[str], str]) -> str:
-    """A page listing ``tests`` (newest first), each test id linking to ``link(test_id)``."""
-    return index_page(tests, link)
+def render_index_html(tests: Sequence[TestSummary], link: Callable[[str], str],
+                      sort: str | None = None, direction: str | None = None) -> str:
+    """A page listing ``tests``, each test id linking to ``link(test_id)``.
+
+    Sorted by column ``sort`` in ``direction`` (``asc`` or ``desc``): each column header
+    links to ``?sort=<column>&dir=<direction>``. Unknown columns mean newest first;
+    an unknown direction, the column's usual one (largest numbers first).
+    """
+    return index_page(tests, link, sort, direction)
+
+
+def render_error_html(status: int, title: str, reason: str,
+                      index_href: str | None = "/") -> str:
+    """An HTTP error's page in the reports' style (see :func:`shared.metrics._html.error_page`):
+    ``reason`` is shown as text, with a link back to ``index_href``."""
+    return error_page(status, title, reason, index_href)
 
 
 def write_report(source: MetricsSource, test_id: str, out_dir: Path,
@@ -141,7 +214,7 @@ def save_report(report: Report, out_dir: Path) -> Path:
     Raises OSError when the directory or a file cannot be written.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
-    for name in CHART_NAMES:
+    for name in charts_shown(report):
         (out_dir / f"{name}.png").write_bytes(chart_png(report, name))
     index = out_dir / "index.html"
     index.write_text(render_html(report, lambda name: f"{name}.png"), encoding="utf-8")

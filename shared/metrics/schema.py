@@ -1,19 +1,27 @@
 """The BigQuery schema of load-test metrics, as code.
 
-One table of requests (DAY-partitioned on ``start_time``, clustered by test and model)
-and one of rejected records, plus views that everything downstream reads:
+Three tables: requests (one row per load-test request, DAY-partitioned on
+``start_time``, clustered by test and model), rejected records, and test runs (what the
+load generator was asked to do, once per test and phase: :mod:`shared.metrics.run`).
+Views, which everything downstream reads:
 
-* ``requests_unique`` — one row per row key. Pub/Sub delivers at least once and a
-  redelivered message is inserted again with the same keys; insertIds make BigQuery
-  drop most copies, the view drops the rest, so no reader sees a duplicate;
-* ``test_summary`` — per test: requests, QPS, error rate, p50/p90/p99, tokens/s;
-* ``test_timeseries`` (per minute) and ``test_timeseries_seconds`` (per second, for
-  tests too short for a per-minute chart);
+* ``requests_unique`` and ``test_runs_unique`` — one row per row key (and one run per
+  test). Pub/Sub delivers at least once and a redelivered message is inserted again
+  with the same keys; insertIds make BigQuery drop most copies, the views the rest;
+* ``test_summary`` — per test: run metadata, requests, QPS and success QPS, error rate,
+  exact p50/p90/p99, time to first token, tokens/s;
+* ``test_timeseries`` (per minute) and ``test_timeseries_seconds`` (per second), with
+  the partial first and last buckets marked;
+* ``test_requests_by_name`` and ``test_failures`` — Locust's statistics and failures
+  tables;
 * ``test_comparison`` — each test next to the previous test of the same model and
-  server, with relative changes.
+  server, with changes (error rate in percentage points).
 
-Latency percentiles are over successful requests: a fast 4xx would otherwise make a
-failing run look quick. ``accelops bq init`` applies this idempotently.
+Percentiles are exact (PERCENTILE_CONT), not APPROX_QUANTILES: the sandbox's BigQuery
+emulator indexes ``APPROX_QUANTILES(...)[OFFSET(k)]`` one too far, and real BigQuery's
+approximation is not what a report should print. Latency percentiles are over
+successful requests: a fast 4xx would otherwise make a failing run look quick.
+``accelops bq init`` applies this idempotently.
 """
 
 from __future__ import annotations
@@ -26,8 +34,8 @@ from shared.bigquery import Field
 from shared.config import MetricsConfig
 from shared.errors import ConfigError
 
-__all__ = ["REJECTION_FIELDS", "REQUEST_FIELDS", "TABLES", "VIEWS", "Names", "TableSpec", "View",
-           "apply_schema"]
+__all__ = ["REJECTION_FIELDS", "REQUEST_FIELDS", "RUN_FIELDS", "TABLES", "VIEWS", "Names",
+           "TableSpec", "View", "apply_schema"]
 
 # Project ids, optionally domain-scoped ("example.com:project").
 _PROJECT = re.compile(r"^([a-z][-a-z0-9.]{0,62}:)?[a-z][-a-z0-9]{4,61}[a-z0-9]$")
@@ -49,6 +57,8 @@ REQUEST_FIELDS: tuple[Field, ...] = (
     Field("num_input_tokens", "INT64"),
     Field("num_output_tokens", "INT64"),
     Field("model_response_time", "FLOAT64", "NULLABLE", "milliseconds, as the server reported"),
+    Field("time_to_first_token", "FLOAT64", "NULLABLE",
+          "milliseconds to the first streamed token; streamed requests only"),
     Field("server", "STRING", "NULLABLE", "triton, saxml, ..."),
     Field("accelerator", "STRING", "NULLABLE", "e.g. v5litepod-8, or cpu"),
     Field("users", "INT64", "NULLABLE", "concurrent load-generator users"),
@@ -68,6 +78,25 @@ REJECTION_FIELDS: tuple[Field, ...] = (
 )
 
 
+RUN_FIELDS: tuple[Field, ...] = (
+    Field("row_key", "STRING", "REQUIRED", "<test id>:<phase>; the same from every worker"),
+    Field("message_id", "STRING", "REQUIRED", "the Pub/Sub message that carried the record"),
+    Field("ingested_at", "TIMESTAMP", "REQUIRED", "when ingest_metrics wrote the row"),
+    Field("test_id", "STRING", "REQUIRED"),
+    Field("phase", "STRING", "REQUIRED", "start or stop"),
+    Field("at", "TIMESTAMP", "REQUIRED", "when the test started or stopped"),
+    Field("model_name", "STRING", "NULLABLE", "the model the test targets"),
+    Field("server", "STRING", "NULLABLE", "triton, saxml, ..."),
+    Field("accelerator", "STRING", "NULLABLE", "e.g. v5litepod-8, nvidia-l4, or cpu"),
+    Field("users", "INT64", "NULLABLE", "users asked for (--users), all workers"),
+    Field("spawn_rate", "FLOAT64", "NULLABLE", "users started per second"),
+    Field("run_time_s", "FLOAT64", "NULLABLE", "--run-time; null: until stopped"),
+    Field("locust_version", "STRING"),
+    Field("loadgen_revision", "STRING", "NULLABLE", "git revision of the load generator"),
+    Field("host", "STRING", "NULLABLE", "the target (--host), without credentials"),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Names:
     """Fully qualified names, for SQL (backticked) and for the API."""
@@ -76,6 +105,7 @@ class Names:
     dataset: str
     table: str
     rejections_table: str
+    runs_table: str
 
     @classmethod
     def of(cls, project: str, config: MetricsConfig) -> Names:
@@ -84,7 +114,8 @@ class Names:
         if not _PROJECT.match(project):
             raise ConfigError(f"{project!r} is not a Google Cloud project id",
                               field="ACCELOPS_PROJECT")
-        return cls(project, config.dataset, config.table, config.rejections_table)
+        return cls(project, config.dataset, config.table, config.rejections_table,
+                   config.runs_table)
 
     def ref(self, name: str) -> str:
         """``dataset.name``, as the adapter takes it."""
@@ -116,6 +147,9 @@ TABLES: tuple[TableSpec, ...] = (
               clustering=("test_id", "model_name"), expires=True),
     TableSpec("rejections_table", REJECTION_FIELDS, "received_at",
               "load-test records ingest_metrics refused, with the reason"),
+    TableSpec("runs_table", RUN_FIELDS, "at",
+              "one row per load test and phase: what the load generator was asked to do",
+              clustering=("test_id",)),
 )
 
 
@@ -126,110 +160,261 @@ class View:
     sql: Callable[[Names], str]
 
 
-def _unique(n: Names) -> str:
+def _first_copy(table: str) -> str:
+    """Each row key once: the first copy ingested (redeliveries carry the same key)."""
     return f"""SELECT * EXCEPT (_copy) FROM (
   SELECT *, ROW_NUMBER() OVER (PARTITION BY row_key ORDER BY ingested_at) AS _copy
-  FROM {n.sql(n.table)}
+  FROM {table}
 ) WHERE _copy = 1"""
 
 
-def _quantile(q: int) -> str:
-    return (f"APPROX_QUANTILES(IF(exception IS NULL, response_time, NULL), 100)"
-            f"[OFFSET({q})] AS p{q}_ms")
+def _unique(n: Names) -> str:
+    return _first_copy(n.sql(n.table))
+
+
+def _runs(n: Names) -> str:
+    # A test's start record says what was asked for; its stop record when it ended.
+    # Either may be missing (a crashed load generator, a lost message): the other
+    # still describes the run.
+    return f"""WITH unique_runs AS (
+{_first_copy(n.sql(n.runs_table))}
+), starts AS (
+  SELECT * FROM unique_runs WHERE phase = 'start'
+), stops AS (
+  SELECT * FROM unique_runs WHERE phase = 'stop'
+)
+SELECT
+  COALESCE(starts.test_id, stops.test_id) AS test_id,
+{_coalesced("starts", "stops", _RUN_DESCRIPTION)},
+  starts.at AS run_started,
+  stops.at AS run_stopped
+FROM starts FULL OUTER JOIN stops ON starts.test_id = stops.test_id"""
+
+
+_RUN_DESCRIPTION = ("model_name", "server", "accelerator", "users", "spawn_rate", "run_time_s",
+                    "locust_version", "loadgen_revision", "host")
+
+
+def _coalesced(first: str, second: str, fields: tuple[str, ...]) -> str:
+    return ",\n".join(f"  COALESCE({first}.{f}, {second}.{f}) AS {f}" for f in fields)
+
+
+# Exact percentiles: PERCENTILE_CONT (linear interpolation between the closest ranks,
+# what numpy and statistics.quantiles(method="inclusive") compute). BigQuery has it
+# only as an analytic function, so it is computed per row over the window and picked
+# up with ANY_VALUE when grouping. Latency is over successful requests only (a fast
+# 404 would make a failing run look quick); NULLs, i.e. failures, are ignored.
+_PERCENTILES = ((50, 0.5), (90, 0.9), (99, 0.99))
+
+
+def _percentiles(window: str) -> str:
+    lines = [f"PERCENTILE_CONT(ok_ms, {q}) OVER ({window}) AS p{p}_ms" for p, q in _PERCENTILES]
+    lines += [f"PERCENTILE_CONT(ttft_ms, {q}) OVER ({window}) AS ttft_p{p}_ms"
+              for p, q in _PERCENTILES[:2]]
+    return ",\n    ".join(lines)
+
+
+def _picked(prefixes: tuple[str, ...] = ("p", "ttft_p")) -> str:
+    """The window percentiles of :func:`_percentiles`, one value per group."""
+    fields = [f"p{p}_ms" for p, _ in _PERCENTILES] + [f"ttft_p{p}_ms" for p, _ in
+                                                      _PERCENTILES[:2]]
+    return ",\n    ".join(f"ANY_VALUE({f}) AS {f}" for f in fields if f.startswith(prefixes))
+
+
+def _measured(n: Names) -> str:
+    """The unique requests, with what every aggregate needs: latency and time to first
+    token of successful requests (NULL for failures) and when each response ended."""
+    return f"""SELECT
+    *,
+    IF(exception IS NULL, response_time, NULL) AS ok_ms,
+    IF(exception IS NULL, time_to_first_token, NULL) AS ttft_ms,
+    TIMESTAMP_ADD(start_time, INTERVAL CAST(response_time * 1000 AS INT64) MICROSECOND)
+      AS end_time
+  FROM {n.sql("requests_unique")}"""
 
 
 def _summary(n: Names) -> str:
-    # A test's model is the one most of its requests aimed at (ties: by name), not any
-    # one of them: a test that sends some requests to a missing model is still listed,
-    # and compared, under the model it tested.
-    return f"""WITH models AS (
-  SELECT test_id, model_name,
+    # The model, server and accelerator come from the run record. Without one (an
+    # older load generator) the model is the one most requests named, and the row
+    # says so (model_inferred); a test whose requests named several models is
+    # flagged either way (model_count > 1), and never paired with a baseline.
+    return f"""WITH measured AS (
+  {_measured(n)}
+), with_percentiles AS (
+  SELECT *, {_percentiles("PARTITION BY test_id")}
+  FROM measured
+), request_models AS (
+  SELECT test_id, model_name, COUNT(*) AS requests,
     ROW_NUMBER() OVER (PARTITION BY test_id ORDER BY COUNT(*) DESC, model_name) AS rank
-  FROM {n.sql("requests_unique")}
+  FROM measured
   WHERE model_name IS NOT NULL
   GROUP BY test_id, model_name
+), model_sets AS (
+  SELECT test_id, COUNT(*) AS model_count,
+    STRING_AGG(model_name, ', ' ORDER BY requests DESC, model_name) AS models_seen
+  FROM request_models
+  GROUP BY test_id
 ), per_test AS (
   SELECT
     test_id,
-    ANY_VALUE(server) AS server,
-    ANY_VALUE(accelerator) AS accelerator,
-    MAX(users) AS users,
-    MIN(start_time) AS started,
-    MAX(start_time) AS ended,
+    ANY_VALUE(server) AS request_server,
+    ANY_VALUE(accelerator) AS request_accelerator,
+    MAX(users) AS max_users,
+    MIN(start_time) AS first_request,
+    MAX(end_time) AS last_response,
     COUNT(*) AS requests,
     COUNTIF(exception IS NOT NULL) AS errors,
-    {_quantile(50)},
-    {_quantile(90)},
-    {_quantile(99)},
+    {_picked()},
+    MAX(ok_ms) AS max_ms,
+    AVG(ok_ms) AS mean_ms,
     IFNULL(SUM(num_input_tokens), 0) AS input_tokens,
     IFNULL(SUM(num_output_tokens), 0) AS output_tokens
-  FROM {n.sql("requests_unique")}
+  FROM with_percentiles
   GROUP BY test_id
+), timed AS (
+  SELECT
+    per_test.*,
+    runs.* EXCEPT (test_id, model_name, server, accelerator, users),
+    COALESCE(runs.model_name, request_models.model_name) AS model_name,
+    runs.model_name IS NULL AS model_inferred,
+    IFNULL(model_sets.model_count, 0) AS model_count,
+    model_sets.models_seen,
+    COALESCE(runs.server, per_test.request_server) AS server,
+    COALESCE(runs.accelerator, per_test.request_accelerator) AS accelerator,
+    COALESCE(runs.users, per_test.max_users) AS users,
+    COALESCE(runs.run_started, per_test.first_request) AS started,
+    COALESCE(runs.run_stopped, per_test.last_response) AS ended,
+    runs.run_stopped IS NOT NULL AS finished
+  FROM per_test
+  LEFT JOIN {n.sql("test_runs_unique")} AS runs ON runs.test_id = per_test.test_id
+  LEFT JOIN request_models
+    ON request_models.test_id = per_test.test_id AND request_models.rank = 1
+  LEFT JOIN model_sets ON model_sets.test_id = per_test.test_id
 )
 SELECT
-  per_test.*,
-  models.model_name,
+  * EXCEPT (request_server, request_accelerator),
   GREATEST(TIMESTAMP_DIFF(ended, started, MILLISECOND) / 1000.0, 1.0) AS duration_s,
   SAFE_DIVIDE(errors, requests) AS error_rate,
   requests / GREATEST(TIMESTAMP_DIFF(ended, started, MILLISECOND) / 1000.0, 1.0) AS qps,
+  (requests - errors) / GREATEST(TIMESTAMP_DIFF(ended, started, MILLISECOND) / 1000.0, 1.0)
+    AS success_qps,
   output_tokens / GREATEST(TIMESTAMP_DIFF(ended, started, MILLISECOND) / 1000.0, 1.0)
     AS tokens_per_s
-FROM per_test LEFT JOIN models ON models.test_id = per_test.test_id AND models.rank = 1"""
+FROM timed"""
 
 
 def _series(unit: str, seconds: float) -> Callable[[Names], str]:
+    # The first and last buckets are partial: the test started or stopped inside
+    # them, so their counts are not per-{unit} rates. They are kept and marked
+    # (``partial``); charts leave them out.
     def sql(n: Names) -> str:
-        return f"""WITH bucketed AS (
+        return f"""WITH measured AS (
+  {_measured(n)}
+), bucketed AS (
   SELECT
     *,
     TIMESTAMP_TRUNC(start_time, {unit}) AS bucket,
-    TIMESTAMP_TRUNC(MIN(start_time) OVER (PARTITION BY test_id), {unit}) AS first_bucket
-  FROM {n.sql("requests_unique")}
+    TIMESTAMP_TRUNC(MIN(start_time) OVER (PARTITION BY test_id), {unit}) AS first_bucket,
+    TIMESTAMP_TRUNC(MAX(start_time) OVER (PARTITION BY test_id), {unit}) AS last_bucket
+  FROM measured
+), with_percentiles AS (
+  SELECT *, {_percentiles("PARTITION BY test_id, bucket")}
+  FROM bucketed
 )
 SELECT
   test_id,
   bucket,
   TIMESTAMP_DIFF(bucket, ANY_VALUE(first_bucket), SECOND) AS offset_s,
+  bucket = ANY_VALUE(first_bucket) OR bucket = ANY_VALUE(last_bucket) AS partial,
   COUNT(*) AS requests,
   COUNTIF(exception IS NOT NULL) AS errors,
   COUNT(*) / {seconds} AS qps,
-  {_quantile(50)},
-  {_quantile(90)},
-  {_quantile(99)},
+  COUNTIF(exception IS NULL) / {seconds} AS success_qps,
+    {_picked()},
+  MAX(ok_ms) AS max_ms,
+  MAX(users) AS users,
   IFNULL(SUM(num_output_tokens), 0) / {seconds} AS tokens_per_s
-FROM bucketed
+FROM with_percentiles
 GROUP BY test_id, bucket"""
     return sql
 
 
+def _by_name(n: Names) -> str:
+    # Locust's statistics table: one row per request type and name.
+    return f"""WITH with_percentiles AS (
+  SELECT *, {_percentiles("PARTITION BY test_id, request_type, request_name")}
+  FROM ({_measured(n)})
+)
+SELECT
+  test_id,
+  request_type,
+  request_name,
+  COUNT(*) AS requests,
+  COUNTIF(exception IS NOT NULL) AS failures,
+    {_picked(("p",))},
+  MAX(ok_ms) AS max_ms,
+  AVG(ok_ms) AS mean_ms,
+  AVG(response_length) AS mean_bytes,
+  IFNULL(SUM(num_output_tokens), 0) AS output_tokens
+FROM with_percentiles
+GROUP BY test_id, request_type, request_name"""
+
+
+def _failures(n: Names) -> str:
+    return f"""SELECT
+  test_id,
+  request_type,
+  request_name,
+  exception AS message,
+  COUNT(*) AS occurrences,
+  MIN(start_time) AS first_seen,
+  MAX(start_time) AS last_seen
+FROM {n.sql("requests_unique")}
+WHERE exception IS NOT NULL
+GROUP BY test_id, request_type, request_name, exception"""
+
+
+_BASELINE = "PARTITION BY model_name, server ORDER BY started"
+
+
 def _change(field: str) -> str:
-    previous = f"LAG({field}) OVER (PARTITION BY model_name, server ORDER BY started)"
+    previous = f"LAG({field}) OVER ({_BASELINE})"
     return f"SAFE_DIVIDE({field} - {previous}, {previous}) AS {field}_change"
 
 
 def _comparison(n: Names) -> str:
+    # A test that mixed models is no one's baseline and has none.
     return f"""SELECT
-  test_id, model_name, server, accelerator, users, started, requests, qps, error_rate,
-  p50_ms, p90_ms, p99_ms, tokens_per_s,
-  LAG(test_id) OVER (PARTITION BY model_name, server ORDER BY started) AS previous_test_id,
+  test_id, model_name, server, accelerator, users, started, requests, qps, success_qps,
+  error_rate, p50_ms, p90_ms, p99_ms, tokens_per_s,
+  LAG(test_id) OVER ({_BASELINE}) AS previous_test_id,
   {_change("qps")},
+  {_change("success_qps")},
   {_change("p50_ms")},
   {_change("p99_ms")},
   {_change("tokens_per_s")},
-  error_rate - LAG(error_rate) OVER (PARTITION BY model_name, server ORDER BY started)
-    AS error_rate_delta
-FROM {n.sql("test_summary")}"""
+  (error_rate - LAG(error_rate) OVER ({_BASELINE})) * 100 AS error_rate_change_pp
+FROM {n.sql("test_summary")}
+WHERE model_count <= 1"""
 
 
-# In dependency order: each view reads only the table or views before it.
+# In dependency order: each view reads only the tables or views before it.
 VIEWS: tuple[View, ...] = (
     View("requests_unique", "requests, one row per row key (redeliveries removed)", _unique),
-    View("test_summary", "per test: requests, QPS, error rate, latency percentiles, tokens/s",
-         _summary),
-    View("test_timeseries", "per test and minute", _series("MINUTE", 60.0)),
-    View("test_timeseries_seconds", "per test and second", _series("SECOND", 1.0)),
-    View("test_comparison", "each test next to the previous one of the same model and server",
-         _comparison),
+    View("test_runs_unique", "per test: what the load generator was asked to do, and when "
+         "it started and stopped", _runs),
+    View("test_summary", "per test: run metadata, requests, QPS, success QPS, error rate, "
+         "exact latency percentiles over successful requests, tokens/s", _summary),
+    View("test_timeseries", "per test and minute (partial first and last minutes marked)",
+         _series("MINUTE", 60.0)),
+    View("test_timeseries_seconds", "per test and second (partial first and last seconds "
+         "marked)", _series("SECOND", 1.0)),
+    View("test_requests_by_name", "per test, request type and name: Locust's statistics "
+         "table", _by_name),
+    View("test_failures", "per test: each distinct failure message and how often",
+         _failures),
+    View("test_comparison", "each single-model test next to the previous one of the same "
+         "model and server", _comparison),
 )
 
 

@@ -21,27 +21,22 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Literal
+from datetime import timedelta
 
-from shared.metrics.model import SeriesPoint, TestSummary
 from tests.bench.results import REPO, write_results
-from tests.fake_metrics import make_series, make_summary
+from tests.fake_metrics import START, FakeSource, make_series, make_summary
 
 SAMPLES = int(os.environ.get("BENCH_SAMPLES", "7"))
 POINTS = 600
 
 
-class _Source:
-    """Two 599 s tests (charted per second) of exactly ``POINTS`` buckets each."""
-
-    def summary(self, test_id: str) -> TestSummary:
-        return make_summary(test_id, duration_s=599.0)
-
-    def series(self, test_id: str, *, per: Literal["second", "minute"]) -> list[SeriesPoint]:
-        return make_series(test_id, POINTS, scale=1.0 if test_id == "run-a" else 1.2)
-
-    def recent_tests(self, limit: int = 50) -> list[TestSummary]:
-        return []
+def _source() -> FakeSource:
+    """Two tests just under 10 minutes (charted per second): ``POINTS`` buckets each."""
+    duration = POINTS - 0.1
+    return (FakeSource()
+            .add(make_summary("run-a", duration_s=duration))
+            .add(make_summary("run-b", duration_s=duration, start=START + timedelta(hours=1)),
+                 scale=1.2))
 
 
 def _import_ms(code: str) -> float:
@@ -65,7 +60,7 @@ def _render_once() -> dict[str, float]:
 
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    report = build_report(_Source(), "run-a", "run-b")
+    report = build_report(_source(), "run-a", "run-b")
     render_html(report, lambda name: f"{name}.png")
     timings["html"] = (time.perf_counter() - start) * 1000
     for name in CHART_NAMES:

@@ -1,10 +1,14 @@
-"""The load generator end to end: real Locust processes, fake inference servers over HTTP,
-and every record read back from the sandbox Pub/Sub with the real client.
+"""The load generator end to end: real Locust processes, fake inference servers over HTTP
+(and the sandbox's own Triton and Saxml stand-in where the protocol matters: streaming,
+unpublished models), and every record read back from the sandbox Pub/Sub with the real
+client.
 
 Locust runs as a subprocess (it monkey-patches the standard library with gevent, which
 must not happen inside pytest). What Locust itself reports is the count the records
 must match: its ``--json-file``, written from the final statistics at shutdown (the
 ``--csv`` stats file is rewritten once a second and misses the last second's requests).
+Run records (``kind=run``) arrive on the same topic and are checked against what the
+command line asked for.
 """
 
 from __future__ import annotations
@@ -14,20 +18,30 @@ import os
 import re
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from sandbox.httpserver import free_port
 from sandbox.pubsub import PubSubServer
 from shared.metrics.record import MetricRecord
+from shared.metrics.run import RunRecord
 from tests.e2e import pubsub_fixtures as fx
+from tests.e2e.inference_fixtures import (
+    SAXML_MODEL,
+    STREAM_MODEL,
+    InferenceProcess,
+    inference_target,
+)
 
 pubsub = fx.pubsub
 publisher = fx.publisher
@@ -40,11 +54,31 @@ LOCUSTFILE = REPO / "services" / "loadgen" / "locustfile.py"
 TOPIC = "loadtest-metrics"
 SUBSCRIPTION = fx.subscription_path("loadtest-metrics-check")
 FIELDS = tuple(MetricRecord.model_fields)
+RUN_FIELDS = tuple(RunRecord.model_fields)
+REVISION = "e2e-rev-1"
 
 Reply = tuple[int, dict[str, Any] | list[Any]]
 
 
-class FakeServer:
+class _LoopbackServer:
+    """A threaded stdlib HTTP server on a free 127.0.0.1 port, serving ``handler``."""
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler]) -> None:
+        self._http = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._http.daemon_threads = True
+        threading.Thread(target=self._http.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self._http.server_address[1]}"
+
+    def close(self) -> None:
+        self._http.shutdown()
+        self._http.server_close()
+
+
+class FakeServer(_LoopbackServer):
     """A stdlib HTTP/1.1 server on 127.0.0.1 answering POSTs with ``reply(path, body)``."""
 
     def __init__(self, reply: Callable[[str, Any], Reply]) -> None:
@@ -71,18 +105,7 @@ class FakeServer:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._http.daemon_threads = True
-        threading.Thread(target=self._http.serve_forever, kwargs={"poll_interval": 0.05},
-                         daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._http.server_address[1]}"
-
-    def close(self) -> None:
-        self._http.shutdown()
-        self._http.server_close()
+        self._serve(Handler)
 
 
 def triton_reply(path: str, body: Any) -> Reply:
@@ -120,6 +143,54 @@ def saxml() -> Iterator[FakeServer]:
     server.close()
 
 
+class StreamingServer(_LoopbackServer):
+    """A Triton stand-in for ``generate_stream``: ``toy-lm-stream`` streams three token
+    events; any other model streams one, then an error event (status 200, as Triton does
+    once the stream has started)."""
+
+    def __init__(self) -> None:
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True
+
+            def do_POST(self) -> None:
+                self.rfile.read(int(self.headers["Content-Length"]))
+                events: list[dict[str, Any]] = [{"text_output": "one"}]
+                if self.path == f"/v2/models/{STREAM_MODEL}/generate_stream":
+                    events += [{"text_output": " two"}, {"text_output": " three"}]
+                else:
+                    events.append({"error": "model failed mid-stream"})
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+                self.send_header("Transfer-Encoding", "chunked")
+                self.end_headers()
+                for event in events:
+                    data = b"data: " + json.dumps(event).encode() + b"\n\n"
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+                    self.wfile.flush()
+                self.wfile.write(b"0\r\n\r\n")
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self._serve(Handler)
+
+
+@pytest.fixture
+def streaming() -> Iterator[StreamingServer]:
+    server = StreamingServer()
+    yield server
+    server.close()
+
+
+@pytest.fixture(scope="module")
+def inference() -> Iterator[InferenceProcess]:
+    """The sandbox's inference target: 2 ms per token, so a stream's first token comes
+    well before its last."""
+    with inference_target(ms_per_token=2.0) as process:
+        yield process
+
+
 @pytest.fixture
 def metrics_topic(pubsub: PubSubServer, publisher: Any, subscriber: Any) -> str:
     """The metrics topic with a pull subscription to read records back."""
@@ -140,12 +211,23 @@ class Run:
 
 
 def locust_command(tmp_path: Path, host: str, *options: str,
-                   seconds: int | None = 3) -> list[str]:
+                   seconds: int | None = 3, users: int = 2) -> list[str]:
     """A headless Locust run with 2 users against ``host``; stats go to ``stats.json``."""
     limit = ["-t", f"{seconds}s"] if seconds is not None else []
-    return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "-u", "2",
-            "-r", "2", *limit, "--host", host, "--only-summary",
+    return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
+            "-u", str(users), "-r", str(users), *limit, "--host", host, "--only-summary",
             "--json-file", str(tmp_path / "stats"), "--metrics-project", fx.PROJECT, *options]
+
+
+def locust_env(emulator: str | None = None, revision: str | None = REVISION) -> dict[str, str]:
+    """The test's environment; ``revision`` None leaves the load generator to ask git."""
+    env = dict(os.environ)
+    env.pop("ACCELOPS_LOADGEN_REVISION", None)
+    if revision is not None:
+        env["ACCELOPS_LOADGEN_REVISION"] = revision
+    if emulator is not None:
+        env["PUBSUB_EMULATOR_HOST"] = emulator
+    return env
 
 
 def finished(tmp_path: Path, returncode: int, output: str) -> Run:
@@ -158,21 +240,45 @@ def finished(tmp_path: Path, returncode: int, output: str) -> Run:
 def run_locust(tmp_path: Path, host: str, *options: str, seconds: int = 3,
                emulator: str | None = None) -> Run:
     """Run Locust to the end; ``emulator`` overrides where it finds Pub/Sub."""
-    env = dict(os.environ)
-    if emulator is not None:
-        env["PUBSUB_EMULATOR_HOST"] = emulator
     done = subprocess.run(locust_command(tmp_path, host, *options, seconds=seconds),
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60,
-                          check=False)
+                          cwd=tmp_path, env=locust_env(emulator), capture_output=True,
+                          text=True, timeout=60, check=False)
     return finished(tmp_path, done.returncode, done.stdout + done.stderr)
 
 
 @dataclass
 class Message:
-    """One pulled message: its attributes and the records of its JSON array."""
+    """One pulled message: its attributes and its body (a JSON array of records, or a run
+    record's object)."""
 
     attributes: dict[str, str]
-    records: list[dict[str, Any]]
+    body: Any
+
+    @property
+    def is_run(self) -> bool:
+        return self.attributes.get("kind") == "run"
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        assert isinstance(self.body, list), "a message's data is a JSON array of records"
+        return self.body
+
+
+def request_messages(messages: list[Message]) -> list[Message]:
+    return [m for m in messages if not m.is_run]
+
+
+def check_runs(messages: list[Message], test_id: str) -> list[RunRecord]:
+    """The run records among the messages: valid, of this test, as the contract says."""
+    runs = []
+    for message in messages:
+        if not message.is_run:
+            continue
+        assert message.attributes == {"kind": "run", "test_id": test_id}
+        assert isinstance(message.body, dict)
+        assert tuple(message.body) == RUN_FIELDS
+        runs.append(RunRecord.model_validate(message.body))
+    return runs
 
 
 def pull_all(subscriber: Any) -> list[Message]:
@@ -187,16 +293,16 @@ def pull_all(subscriber: Any) -> list[Message]:
             return messages
         for received in response.received_messages:
             body = json.loads(received.message.data.decode("utf-8"))
-            assert isinstance(body, list), "a message's data is a JSON array of records"
             messages.append(Message(dict(received.message.attributes), body))
         subscriber.acknowledge(request={"subscription": SUBSCRIPTION, "ack_ids": [
             m.ack_id for m in response.received_messages]})
 
 
 def check_records(messages: list[Message], test_id: str) -> list[MetricRecord]:
-    """Records of all messages: valid, of this test, counted by the attributes, unique."""
+    """Records of all request messages: valid, of this test, counted by the attributes,
+    unique."""
     records = []
-    for message in messages:
+    for message in request_messages(messages):
         assert message.attributes == {"test_id": test_id, "records": str(len(message.records))}
         for raw in message.records:
             assert tuple(raw) == FIELDS
@@ -220,7 +326,7 @@ def test_every_triton_request_arrives_once_and_a_partial_batch_is_flushed_at_qui
     test_id = found.group(1)
     messages = pull_all(subscriber)
     records = check_records(messages, test_id)
-    assert len(messages) == 1
+    assert len(request_messages(messages)) == 1
     assert 0 < run.requests == len(records) <= triton.requests
     failed = [r for r in records if r.failed]
     assert len(failed) == run.failures > 0
@@ -230,7 +336,8 @@ def test_every_triton_request_arrives_once_and_a_partial_batch_is_flushed_at_qui
     assert {(r.server, r.accelerator, r.model_name, r.model_method, r.users) for r in ok} == {
         ("triton", "cpu", "toy-lm", "infer", 2)}
     assert all(r.num_output_tokens == 5 and r.num_input_tokens for r in ok)
-    assert f"{len(records)} records published in 1 messages" in run.output
+    assert all(r.time_to_first_token is None for r in records), "nothing was streamed"
+    assert f"{len(records)} records and 2 run records published in 3 messages" in run.output
 
 
 def test_records_are_flushed_by_age_while_the_test_runs(
@@ -241,7 +348,9 @@ def test_records_are_flushed_by_age_while_the_test_runs(
     assert run.returncode == 0, run.output
     messages = pull_all(subscriber)
     records = check_records(messages, "by-age-1")
-    assert len(messages) >= 4
+    # Without age flushing the whole run would be one message, sent at test stop; under
+    # a loaded machine the run may make few requests, so ask only for a second one.
+    assert len(request_messages(messages)) >= 2
     assert len(records) == run.requests
 
 
@@ -255,7 +364,7 @@ def test_saxml_records_arrive_in_batches_of_the_configured_size(
     messages = pull_all(subscriber)
     records = check_records(messages, "saxml-run-1")
     assert len(records) == run.requests > 100
-    sizes = sorted((len(m.records) for m in messages), reverse=True)
+    sizes = sorted((len(m.records) for m in request_messages(messages)), reverse=True)
     assert sizes[:-1] == [100] * (len(sizes) - 1)
     assert 0 < sizes[-1] <= 100
     assert {(r.server, r.model_name, r.model_method, r.request_name, r.accelerator)
@@ -276,6 +385,7 @@ def test_when_pubsub_is_unreachable_locust_fails_and_says_how_many_records_were_
     lost = re.search(r"(\d+) records of test lost-1 were not published", run.output)
     assert lost, run.output
     assert int(lost.group(1)) == run.requests > 0
+    assert "2 run records of test lost-1 were not published" in run.output
 
 
 def test_sigterm_stops_the_users_and_publishes_their_records_before_exit(
@@ -295,5 +405,144 @@ def test_sigterm_stops_the_users_and_publishes_their_records_before_exit(
     run = finished(tmp_path, process.returncode, output)
 
     assert run.returncode == 0, run.output
-    records = check_records(pull_all(subscriber), "sigterm-1")
+    messages = pull_all(subscriber)
+    records = check_records(messages, "sigterm-1")
     assert len(records) == run.requests > 100
+    runs = check_runs(messages, "sigterm-1")
+    assert [(r.phase, r.run_time_s) for r in runs] == [("start", None), ("stop", None)]
+
+
+def test_a_run_publishes_what_was_asked_for_at_its_start_and_its_stop(
+        tmp_path: Path, metrics_topic: str, subscriber: Any, triton: FakeServer) -> None:
+    # Credentials in --host must not reach Pub/Sub (Locust appends request paths to the
+    # host as it is, so a query there cannot be run end to end; the unit tests strip it).
+    host = triton.url.replace("http://", "http://loadgen:s3cret@")
+    run = run_locust(tmp_path, host, "--model", "toy-lm", "--accelerator", "cpu",
+                     "--test-id", "runs-1")
+
+    assert run.returncode == 0, run.output
+    messages = pull_all(subscriber)
+    records = check_records(messages, "runs-1")
+    start, stop = check_runs(messages, "runs-1")
+    assert (start.phase, stop.phase) == ("start", "stop")
+    for r in (start, stop):
+        assert (r.test_id, r.model_name, r.server, r.accelerator) == (
+            "runs-1", "toy-lm", "triton", "cpu")
+        assert (r.users, r.spawn_rate, r.run_time_s) == (2, 2.0, 3.0)
+        assert (r.locust_version, r.loadgen_revision) == (version("locust"), REVISION)
+        assert r.host == triton.url
+    assert start.at <= min(r.start_time for r in records)
+    assert stop.at >= max(r.start_time for r in records)
+    assert "s3cret" not in json.dumps([m.body for m in messages])
+
+
+def git_revision() -> str:
+    return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=LOCUSTFILE.parent,
+                          capture_output=True, text=True, check=True).stdout.strip()
+
+
+def test_every_worker_records_the_run_with_the_masters_users_spawn_rate_and_run_time(
+        tmp_path: Path, metrics_topic: str, subscriber: Any, triton: FakeServer) -> None:
+    port = free_port()
+    common = ["--model", "toy-lm", "--accelerator", "cpu", "--metrics-project", fx.PROJECT,
+              "--metrics-batch-size", "100000", "--metrics-flush-interval", "60"]
+    # No revision variable: each worker asks git for the checkout's commit.
+    env = locust_env(revision=None)
+    workers = [subprocess.Popen(
+        [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker",
+         "--master-host", "127.0.0.1", "--master-port", str(port), *common],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for _ in range(2)]
+    try:
+        master = subprocess.run(
+            [*locust_command(tmp_path, triton.url, *common, "--test-id", "dist-1", users=4),
+             "--master", "--expect-workers", "2", "--master-bind-host", "127.0.0.1",
+             "--master-bind-port", str(port)],
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False)
+        outputs = [w.communicate(timeout=30)[0] for w in workers]
+    finally:
+        for worker in workers:
+            worker.kill()
+    run = finished(tmp_path, master.returncode, master.stdout + master.stderr)
+
+    assert run.returncode == 0, run.output + "".join(outputs)
+    messages = pull_all(subscriber)
+    records = check_records(messages, "dist-1")
+    assert len(records) == run.requests > 0
+    runs = check_runs(messages, "dist-1")
+    assert sorted(r.phase for r in runs) == ["start", "start", "stop", "stop"]
+    assert {(r.users, r.spawn_rate, r.run_time_s) for r in runs} == {(4, 4.0, 3.0)}
+    assert {(r.model_name, r.host, r.loadgen_revision) for r in runs} == {
+        ("toy-lm", triton.url, git_revision())}
+
+
+def test_streamed_requests_record_the_time_to_their_first_token(
+        tmp_path: Path, metrics_topic: str, subscriber: Any,
+        inference: InferenceProcess) -> None:
+    run = run_locust(tmp_path, inference.triton_url, "--stream", "--model", STREAM_MODEL,
+                     "--max-tokens", "32", "--bad-request-ratio", "0.5", "--test-id", "ttft-1",
+                     "--exit-code-on-error", "0")
+
+    assert run.returncode == 0, run.output
+    messages = pull_all(subscriber)
+    records = check_records(messages, "ttft-1")
+    assert len(records) == run.requests > 0
+    ok = [r for r in records if not r.failed]
+    assert {(r.model_name, r.model_method, r.request_name, r.tokenizer) for r in ok} == {
+        (STREAM_MODEL, "generate_stream", f"/v2/models/{STREAM_MODEL}/generate_stream",
+         "server")}
+    assert all(r.num_output_tokens == 32 and r.num_input_tokens for r in ok)
+    assert all(r.time_to_first_token is not None and 0 < r.time_to_first_token < r.response_time
+               for r in ok)
+    # 32 tokens 2 ms apart: the server spends >= 62 ms between the first event and the last.
+    # Had the stream been buffered, the first token would arrive with the last; a busy
+    # machine can only delay this process's reads, so a quarter of the spread is asked for.
+    spread = statistics.median(r.response_time - (r.time_to_first_token or 0.0) for r in ok)
+    assert spread > 15.0
+    failed = [r for r in records if r.failed]
+    assert len(failed) == run.failures > 0, (len(failed), run.failures, run.output[-2000:])
+    assert all("HTTP 404: Request for unknown model" in (r.exception or "") for r in failed)
+    assert all(r.time_to_first_token is None for r in failed)
+    (start, _stop) = check_runs(messages, "ttft-1")
+    assert start.model_name == STREAM_MODEL
+
+
+def test_an_error_event_in_a_stream_fails_the_request_with_the_servers_message(
+        tmp_path: Path, metrics_topic: str, subscriber: Any,
+        streaming: StreamingServer) -> None:
+    run = run_locust(tmp_path, streaming.url, "--stream", "--model", STREAM_MODEL,
+                     "--bad-request-ratio", "0.5", "--test-id", "stream-err",
+                     "--exit-code-on-error", "0")
+
+    assert run.returncode == 0, run.output
+    records = check_records(pull_all(subscriber), "stream-err")
+    assert len(records) == run.requests > 0
+    failed = [r for r in records if r.failed]
+    assert len(failed) == run.failures > 0
+    assert {(r.exception, r.time_to_first_token) for r in failed} == {
+        ("CatchResponseError: stream error: model failed mid-stream", None)}
+    ok = [r for r in records if not r.failed]
+    assert ok
+    assert all((r.num_output_tokens, r.tokenizer) == (3, "whitespace") for r in ok)
+    assert all(r.response_length > 0 and r.time_to_first_token is not None for r in ok)
+
+
+def test_requests_for_a_model_the_saxml_proxy_does_not_serve_fail_with_its_error(
+        tmp_path: Path, metrics_topic: str, subscriber: Any,
+        inference: InferenceProcess) -> None:
+    run = run_locust(tmp_path, inference.saxml_url, "--server", "saxml", "--model", SAXML_MODEL,
+                     "--max-tokens", "8", "--bad-request-ratio", "0.3", "--test-id", "sax-404",
+                     "--exit-code-on-error", "0")
+
+    assert run.returncode == 0, run.output
+    records = check_records(pull_all(subscriber), "sax-404")
+    assert len(records) == run.requests > 0
+    failed = [r for r in records if r.failed]
+    assert len(failed) == run.failures > 0
+    assert {r.exception for r in failed} == {
+        "CatchResponseError: HTTP 400: model /sax/loadgen/no-such-model not found: "
+        "rpc error: code = NotFound desc = NotFound"}
+    ok = [r for r in records if not r.failed]
+    assert ok
+    assert all((r.model_name, r.num_output_tokens, r.tokenizer) == (SAXML_MODEL, 8, "server")
+               for r in ok)

@@ -2,113 +2,36 @@
 
 from __future__ import annotations
 
+import json
 import os
-import queue
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
-from sandbox.httpserver import free_port, port_open
 from sandbox.inference import toy_lm
+from tests.e2e.inference_fixtures import (
+    MODEL,
+    SAXML_MODEL,
+    STREAM_MODEL,
+    InferenceProcess,
+    inference_target,
+)
 
 pytestmark = pytest.mark.e2e
 
-REPO = Path(__file__).resolve().parents[2]
-MODEL = "toy-lm"
-STARTUP_TIMEOUT = 60.0
-
-
-def _accepts(port: int) -> bool:
-    return port_open(port, timeout=0.5)
-
-
-class InferenceProcess:
-    """The target process on ports chosen here, as a supervisor would run it."""
-
-    def __init__(self) -> None:
-        self.triton_port, self.saxml_port = free_port(), free_port()
-        env = {**os.environ, "PYTHONUNBUFFERED": "1",
-               "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
-                                                            os.environ.get("PYTHONPATH")]))}
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "sandbox.inference",
-             "--triton-http-port", str(self.triton_port), "--saxml-port", str(self.saxml_port),
-             "--model", MODEL, "--ms-per-token", "1.0", "--startup-timeout", "45"],
-            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            start_new_session=True)
-        self.output: list[str] = []
-        self._lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=self._read, daemon=True).start()
-        self.triton_url = self.saxml_url = ""
-        # Startup probes of the Saxml port, and how many found it open too early.
-        self.saxml_probes = self.saxml_open_before_model_ready = 0
-
-    def wait_ready(self) -> None:
-        """Wait (bounded) for the lines printed once both servers are ready, probing the
-        Saxml port meanwhile: it may accept connections only once the model is ready."""
-        urls: dict[str, str] = {}
-        give_up = time.monotonic() + STARTUP_TIMEOUT
-        while "saxml" not in urls:
-            assert time.monotonic() < give_up, "sandbox.inference did not start:\n" + self.log
-            try:
-                line = self._lines.get(timeout=0.05)
-            except queue.Empty:
-                assert self.process.poll() is None, "sandbox.inference exited:\n" + self.log
-                self._probe_saxml()
-                continue
-            word, _, rest = line.strip().partition(" ")
-            if word in ("triton", "saxml") and rest.startswith("http://127.0.0.1:"):
-                urls[word] = rest
-        self.triton_url, self.saxml_url = urls["triton"], urls["saxml"]
-
-    def _probe_saxml(self) -> None:
-        self.saxml_probes += 1
-        if _accepts(self.saxml_port):
-            ready = f"http://127.0.0.1:{self.triton_port}/v2/models/{MODEL}/ready"
-            try:
-                model_ready = requests.get(ready, timeout=5).status_code == 200
-            except requests.ConnectionError:
-                model_ready = False
-            if not model_ready:
-                self.saxml_open_before_model_ready += 1
-
-    def _read(self) -> None:
-        assert self.process.stdout is not None
-        for line in self.process.stdout:
-            self.output.append(line)
-            self._lines.put(line)
-
-    @property
-    def log(self) -> str:
-        return "".join(self.output)
-
-    def kill(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
+OTHER_SAXML_MODEL = "/sax/prod/other"
 
 
 @pytest.fixture(scope="module")
 def target() -> Iterator[InferenceProcess]:
-    process = InferenceProcess()
-    try:
-        process.wait_ready()
+    with inference_target("--saxml-model", SAXML_MODEL, "--saxml-model", OTHER_SAXML_MODEL) \
+            as process:
         yield process
-    finally:
-        if process.process.poll() is None:
-            process.process.terminate()
-            try:
-                process.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
 
 
 def _infer(target: InferenceProcess, prompt: str, max_tokens: int) -> requests.Response:
@@ -128,7 +51,7 @@ def test_the_triton_model_reports_ready(target: InferenceProcess):
     assert response.status_code == 200
 
 
-def test_the_saxml_port_opened_only_once_the_model_was_ready(target: InferenceProcess):
+def test_the_saxml_port_opened_only_once_both_triton_models_were_ready(target: InferenceProcess):
     assert target.saxml_probes > 0
     assert target.saxml_open_before_model_ready == 0
     assert target.triton_url == f"http://127.0.0.1:{target.triton_port}"
@@ -173,14 +96,96 @@ def test_the_saxml_generate_answers_with_the_same_text_as_triton(target: Inferen
     }
 
 
-def test_bad_saxml_json_is_a_400_with_a_json_error(target: InferenceProcess):
+def test_bad_saxml_json_is_a_400_with_the_proxys_error_body(target: InferenceProcess):
     response = requests.post(f"{target.saxml_url}/generate", data=b"{not json", timeout=10)
     assert response.status_code == 400
-    assert "error" in response.json()
+    assert "Error" in response.json()
     response = requests.post(f"{target.saxml_url}/generate", json={"model": "/sax/test/toy"},
                              timeout=10)
     assert response.status_code == 400
-    assert "query" in response.json()["error"]
+    assert "query" in response.json()["Error"]
+
+
+def test_every_published_saxml_model_is_served_and_any_other_is_an_error(
+        target: InferenceProcess):
+    for model in (SAXML_MODEL, OTHER_SAXML_MODEL):
+        body = {"model": model, "query": "hello world"}
+        response = requests.post(f"{target.saxml_url}/generate", json=body, timeout=10)
+        assert response.status_code == 200, response.text
+
+    body = {"model": "/sax/test/unpublished", "query": "hello world"}
+    response = requests.post(f"{target.saxml_url}/generate", json=body, timeout=10)
+    assert response.status_code == 400
+    assert response.json() == {"Error": "model /sax/test/unpublished not found: "
+                                        "rpc error: code = NotFound desc = NotFound"}
+
+
+def _events(response: requests.Response) -> list[dict[str, Any]]:
+    return [json.loads(line.removeprefix(b"data: "))
+            for line in response.iter_lines() if line.startswith(b"data: ")]
+
+
+def test_triton_streams_one_event_per_token_from_the_decoupled_model(target: InferenceProcess):
+    body = {"text_input": "hello world", "max_tokens": 6, "stream": True}
+    with requests.post(f"{target.triton_url}/v2/models/{STREAM_MODEL}/generate_stream",
+                       json=body, stream=True, timeout=10) as response:
+        assert response.status_code == 200, response.text
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        events = _events(response)
+
+    assert len(events) == 6
+    assert "".join(e["text_output"] for e in events) == toy_lm.generate("hello world", 6).text
+    assert [e["num_output_tokens"] for e in events] == [1, 2, 3, 4, 5, 6]
+    assert {e["model_name"] for e in events} == {STREAM_MODEL}
+
+
+def test_triton_answers_the_streaming_model_once_when_not_asked_to_stream(
+        target: InferenceProcess):
+    body = {"text_input": "hello world", "max_tokens": 6}
+    response = requests.post(f"{target.triton_url}/v2/models/{STREAM_MODEL}/generate",
+                             json=body, timeout=10)
+
+    assert response.status_code == 200, response.text
+    assert response.json()["text_output"] == toy_lm.generate("hello world", 6).text
+    assert response.json()["num_output_tokens"] == 6
+
+
+def test_concurrent_streams_advance_together_rather_than_one_after_another(
+        target: InferenceProcess):
+    # 4 streams of 100 tokens at 1 ms each: interleaved they take ~0.1 s, queued ~0.4 s.
+    # Only the order of events is checked: every stream has its first token before
+    # any stream has its last.
+    firsts: list[float] = []
+    lasts: list[float] = []
+    lock = threading.Lock()
+
+    def stream() -> None:
+        body = {"text_input": "interleave", "max_tokens": 100, "stream": True}
+        with requests.post(f"{target.triton_url}/v2/models/{STREAM_MODEL}/generate_stream",
+                           json=body, stream=True, timeout=10) as response:
+            times = [time.monotonic() for line in response.iter_lines()
+                     if line.startswith(b"data: ")]
+        with lock:
+            firsts.append(times[0])
+            lasts.append(times[-1])
+
+    threads = [threading.Thread(target=stream) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+
+    assert len(firsts) == 4
+    assert max(firsts) < min(lasts)
+
+
+def test_infer_on_the_streaming_model_is_refused_as_triton_refuses_decoupled_models(
+        target: InferenceProcess):
+    body = {"inputs": [{"name": "text_input", "shape": [1], "datatype": "BYTES",
+                        "data": ["x"]}]}
+    response = requests.post(f"{target.triton_url}/v2/models/{STREAM_MODEL}/infer", json=body,
+                             timeout=10)
+    assert response.status_code == 501
 
 
 # Runs last: it stops the module's process.

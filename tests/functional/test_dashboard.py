@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import io
 import re
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from PIL import Image
 
+from services.dashboard import cache
 from services.dashboard.app import create_app
 from tests.fake_metrics import START, FakeSource, make_summary
 
@@ -46,9 +47,11 @@ def test_a_test_page_shows_its_report_with_charts_from_the_chart_routes(client):
     assert response.status_code == 200
     page = response.get_data(as_text=True)
     assert "<title>Load test run-a</title>" in page
-    assert image_srcs(page) == [f"/tests/run-a/charts/{name}.png"
-                                for name in ("latency", "throughput", "errors", "tokens")]
-    assert "max-age=60" in response.headers["Cache-Control"]
+    # run-a is the older test: no previous run to compare with, and no streaming.
+    assert image_srcs(page) == [f"/tests/run-a/charts/{name}.png?compare=none"
+                                for name in ("latency", "throughput", "errors", "tokens",
+                                             "users")]
+    assert "max-age=30" in response.headers["Cache-Control"]
     assert "script-src" not in response.headers["Content-Security-Policy"]
 
 
@@ -60,7 +63,7 @@ def test_a_comparison_page_keeps_the_baseline_in_every_chart_link(client):
     assert "<title>Load test run:b vs run-a</title>" in page
     assert '<td class="num good">-11.1 %</td>' in page  # p99 800 ms against 900 ms
     srcs = image_srcs(page)
-    assert len(srcs) == 4
+    assert len(srcs) == 5
     assert all(src.endswith(".png?compare=run-a") for src in srcs)
     for src in srcs:
         chart = client.get(src)
@@ -74,9 +77,9 @@ def test_a_chart_route_returns_a_png(client):
     assert response.status_code == 200
     assert response.mimetype == "image/png"
     assert response.data.startswith(b"\x89PNG")
-    assert "max-age=60" in response.headers["Cache-Control"]
+    assert "max-age=30" in response.headers["Cache-Control"]
     with Image.open(io.BytesIO(response.data)) as image:
-        assert image.size == (900, 360)
+        assert image.size == (900, 420)
 
 
 @pytest.mark.parametrize("path", [
@@ -95,7 +98,7 @@ def test_an_unknown_chart_is_a_404(client, source):
     response = client.get("/tests/run-a/charts/pie.png")
 
     assert response.status_code == 404
-    assert "latency, throughput, errors, tokens" in response.get_data(as_text=True)
+    assert "latency, ttft, throughput, errors, tokens, users" in response.get_data(as_text=True)
     assert source.calls == []
 
 
@@ -159,3 +162,72 @@ def test_a_dashboard_without_its_project_setting_says_what_to_set(monkeypatch):
 
     assert response.status_code == 500
     assert "ACCELOPS_PROJECT" in response.get_data(as_text=True)
+
+
+def test_without_a_choice_a_test_is_compared_with_the_previous_run_of_its_model(client):
+    page = client.get("/tests/run:b").get_data(as_text=True)
+
+    assert "<title>Load test run:b vs run-a</title>" in page
+    assert "previous run of the same model and server" in page
+    assert all(src.endswith("?compare=run-a") for src in image_srcs(page))
+
+
+def test_compare_none_shows_the_test_alone_and_offers_the_baselines(client):
+    page = client.get("/tests/run:b?compare=none").get_data(as_text=True)
+
+    assert "<title>Load test run:b</title>" in page
+    assert re.search(r'<form [^>]*method="get" action="/tests/run:b"', page)
+    assert '<option value="run-a"' in page
+    assert all(src.endswith("?compare=none") for src in image_srcs(page))
+
+
+def test_a_page_and_its_charts_read_each_view_once(client, source):
+    page = client.get("/tests/run:b?compare=run-a").get_data(as_text=True)
+    for src in image_srcs(page):
+        assert client.get(src).status_code == 200
+
+    calls = [call.split("/")[0] for call, _ in source.calls]
+    assert sorted(calls) == sorted(["baselines", "summaries", "series", "request_stats",
+                                    "failures"])
+
+
+@pytest.mark.parametrize(("finished", "kept_for"), [
+    (False, cache.LIVE_SECONDS), (True, cache.FINISHED_SECONDS)])
+def test_a_kept_report_is_read_again_only_after_its_lifetime(finished, kept_for):
+    running = make_summary("live", start=datetime.now(UTC) - timedelta(seconds=40),
+                           duration_s=30.0, finished=finished)
+    source = FakeSource().add(running)
+    now = [1000.0]
+    client = create_app(lambda: source, clock=lambda: now[0]).test_client()
+
+    def reads() -> int:  # of the report; the baselines offered are refreshed on their own
+        return sum(call == "summaries" for call, _ in source.calls)
+
+    client.get("/tests/live?compare=none")
+    now[0] += kept_for - 1
+    client.get("/tests/live?compare=none")
+    assert reads() == 1
+    now[0] += 2
+    client.get("/tests/live?compare=none")
+    assert reads() == 2
+
+
+def test_the_index_sorts_by_the_column_asked_for(client):
+    page = client.get("/?sort=p99&dir=asc").get_data(as_text=True)
+
+    assert re.findall(r'<a href="(/tests/[^"]+)"', page)[:2] == ["/tests/run:b", "/tests/run-a"]
+    assert 'aria-sort="ascending"' in page
+
+
+def test_the_baseline_form_is_allowed_by_the_content_security_policy(client):
+    policy = client.get("/tests/run-a").headers["Content-Security-Policy"]
+
+    assert "form-action 'self'" in policy
+    assert "script-src" not in policy
+
+
+def test_an_error_page_is_styled_and_links_back_to_the_list(client):
+    page = client.get("/tests/nope").get_data(as_text=True)
+
+    assert "<style>" in page
+    assert 'href="/"' in page

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from services.loadgen.outbox import Outbox
+from services.loadgen.outbox import Outbox, RunMessage
 
 
 def fill(outbox: Outbox, count: int, now: float = 0.0, start: int = 0) -> bool:
@@ -100,3 +100,46 @@ def test_resizing_closes_the_open_batch_and_applies_to_the_next_ones() -> None:
     assert outbox.head() == [b"r0", b"r1", b"r2"]
     assert fill(outbox, 2, start=3)
     assert outbox.queued_records == 5
+
+
+def test_a_run_message_leaves_after_the_records_recorded_before_it() -> None:
+    outbox = Outbox(max_count=100, max_age=2.0)
+    fill(outbox, 3)
+
+    assert outbox.add_run(RunMessage("t1", b'{"phase":"stop"}'))
+
+    batch = outbox.head()
+    assert batch == [b"r0", b"r1", b"r2"]
+    outbox.published(batch)
+    run = outbox.head()
+    assert isinstance(run, RunMessage)
+    assert (outbox.pending_records, outbox.pending_runs, outbox.idle) == (0, 1, False)
+    outbox.published(run)
+    assert (outbox.published_records, outbox.published_runs, outbox.published_messages) == (
+        3, 1, 2)
+    assert outbox.idle
+
+
+def test_a_run_message_that_fails_is_retried_and_counted_as_lost_if_never_sent() -> None:
+    outbox = Outbox(max_count=100, max_age=2.0)
+    outbox.add_run(RunMessage("t1", b'{"phase":"start"}'))
+
+    outbox.failed()
+    outbox.close()
+
+    assert isinstance(outbox.head(), RunMessage)
+    assert (outbox.publish_errors, outbox.lost_runs, outbox.lost_records) == (1, 1, 0)
+
+
+def test_run_messages_refused_or_queued_after_closing_are_lost_not_records() -> None:
+    outbox = Outbox(max_count=100, max_age=2.0)
+    outbox.add_run(RunMessage("t1", b"{}"))
+    run = outbox.head()
+    assert run is not None
+
+    outbox.rejected(run)
+    outbox.close()
+    assert not outbox.add_run(RunMessage("t1", b"{}"))
+
+    assert (outbox.rejected_runs, outbox.late_runs, outbox.lost_runs) == (1, 1, 2)
+    assert outbox.lost_records == 0

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,13 +11,16 @@ import pytest
 from services.loadgen.protocols import (
     BUILTIN_PROMPTS,
     ResponseError,
+    TritonStream,
     error_text,
     load_prompts,
     parse_saxml,
     parse_triton,
     saxml_request,
     triton_request,
+    triton_stream_request,
 )
+from services.loadgen.sse import MAX_EVENT_CHARS
 
 
 def triton_response(**outputs: Any) -> dict[str, Any]:
@@ -37,7 +41,8 @@ def test_triton_token_counts_reported_by_the_model_are_used() -> None:
                                               num_output_tokens=40))
 
     assert completion.context("p q") == {"num_input_tokens": 12, "num_output_tokens": 40,
-                                         "tokenizer": "server", "model_response_time": None}
+                                         "tokenizer": "server", "model_response_time": None,
+                                         "time_to_first_token": None}
 
 
 def test_triton_text_without_counts_is_counted_by_whitespace() -> None:
@@ -45,7 +50,8 @@ def test_triton_text_without_counts_is_counted_by_whitespace() -> None:
 
     assert completion.context("five six") == {"num_input_tokens": 2, "num_output_tokens": 4,
                                               "tokenizer": "whitespace",
-                                              "model_response_time": None}
+                                              "model_response_time": None,
+                                              "time_to_first_token": None}
 
 
 def test_a_triton_reported_model_time_comes_from_the_response_parameters() -> None:
@@ -98,6 +104,10 @@ def test_a_saxml_response_without_text_is_not_a_completion(body: Any) -> None:
 def test_an_error_message_names_the_status_and_the_servers_own_error() -> None:
     assert error_text(400, b'{"error":"Request for unknown model"}') == (
         "HTTP 400: Request for unknown model")
+    assert error_text(400, b'{\n    "Error": "model /sax/test/x not found"\n}\n') == (
+        "HTTP 400: model /sax/test/x not found")
+    assert error_text(500, b'{"detail": "model /sax/test/x not found"}') == (
+        "HTTP 500: model /sax/test/x not found")
     assert error_text(503, b"") == "HTTP 503"
     assert error_text(500, b"x" * 1000).startswith("HTTP 500: xxx")
     assert len(error_text(500, b"x" * 1000)) == 300
@@ -131,3 +141,79 @@ def test_a_bad_prompts_file_is_refused_with_the_line_at_fault(tmp_path: Path, co
 
     with pytest.raises(ValueError, match=message):
         load_prompts(str(path))
+
+
+# ------------------------------------------------------------------ streamed (generate_stream)
+def sse(*events: dict[str, Any]) -> bytes:
+    """Events as Triton writes them: ``data: <json>`` and a blank line each."""
+    return b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events)
+
+
+def token(text: str, **counts: int) -> dict[str, Any]:
+    return {"model_name": "toy-lm-stream", "model_version": "1", "text_output": text, **counts}
+
+
+def test_a_streamed_triton_request_is_the_generate_extension_body_asking_to_stream() -> None:
+    assert triton_stream_request("Hi there", 32) == {"text_input": "Hi there",
+                                                     "max_tokens": 32, "stream": True}
+
+
+def test_the_first_token_is_timed_at_the_chunk_that_completed_its_event() -> None:
+    stream = TritonStream()
+    first, rest = sse(token("alpha")), sse(token(" beta"), token(" gamma"))
+
+    stream.feed(first[:10], at_ms=3.0)  # half an event: no token yet
+    stream.feed(first[10:], at_ms=7.5)
+    stream.feed(rest, at_ms=20.0)
+    completion = stream.finish()
+
+    assert completion.time_to_first_token == 7.5
+    assert completion.text == "alpha beta gamma"
+    assert completion.context("p")["num_output_tokens"] == 3
+    assert completion.context("p")["tokenizer"] == "whitespace"
+    assert completion.context("p")["time_to_first_token"] == 7.5
+    assert stream.received_bytes == len(first) + len(rest)
+
+
+def test_counts_carried_by_the_events_are_taken_from_the_last_that_had_them() -> None:
+    stream = TritonStream()
+    stream.feed(sse(token("a", num_input_tokens=4, num_output_tokens=1),
+                    token(" b", num_input_tokens=4, num_output_tokens=2)), at_ms=1.0)
+
+    context = stream.finish().context("ignored prompt")
+
+    assert (context["num_input_tokens"], context["num_output_tokens"], context["tokenizer"]) == (
+        4, 2, "server")
+
+
+def test_events_without_text_do_not_count_as_the_first_token() -> None:
+    stream = TritonStream()
+    stream.feed(b": keep-alive\n\n" + sse({"model_name": "m", "text_output": ""}), at_ms=1.0)
+    stream.feed(sse(token("late")), at_ms=9.0)
+
+    assert stream.finish().time_to_first_token == 9.0
+
+
+def test_an_error_event_fails_the_stream_with_the_servers_message() -> None:
+    stream = TritonStream()
+    stream.feed(sse(token("a"), {"error": "model crashed mid-stream"}), at_ms=1.0)
+
+    with pytest.raises(ResponseError, match="stream error: model crashed mid-stream"):
+        stream.finish()
+
+
+@pytest.mark.parametrize("body", [b"", b"data: {}\n\n", b"data: not json\n\n",
+                                  b"data: [1, 2]\n\n", b'data: {"text_output": "x"}'])
+def test_a_stream_without_a_complete_token_event_is_not_a_completion(body: bytes) -> None:
+    stream = TritonStream()
+    stream.feed(body, at_ms=1.0)
+
+    with pytest.raises(ResponseError):
+        stream.finish()
+
+
+def test_an_endless_line_is_refused_instead_of_buffered() -> None:
+    stream = TritonStream()
+
+    with pytest.raises(ResponseError, match="broken event stream"):
+        stream.feed(b"data: " + b"x" * MAX_EVENT_CHARS, at_ms=1.0)

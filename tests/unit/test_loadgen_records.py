@@ -111,6 +111,23 @@ def test_a_request_without_context_falls_back_to_the_runs_model() -> None:
     assert (parsed.num_input_tokens, parsed.num_output_tokens, parsed.users) == (None, None, None)
 
 
+def test_a_streamed_request_records_its_time_to_first_token() -> None:
+    context = {"model_name": "toy-lm-stream", "model_method": "generate_stream",
+               **Completion(text="one two", num_input_tokens=None, num_output_tokens=None,
+                            model_response_time=None, time_to_first_token=6.25).context("a b")}
+    parsed = MetricRecord.model_validate(build_record(event(context=context), RUN, users=1))
+
+    assert parsed.time_to_first_token == 6.25
+    assert parsed.response_time == 41.5
+
+
+def test_a_request_that_was_not_streamed_leaves_time_to_first_token_null() -> None:
+    record = build_record(event(), RUN, users=1)
+
+    assert record["time_to_first_token"] is None
+    assert MetricRecord.model_validate(record).time_to_first_token is None
+
+
 def test_start_time_is_kept_as_the_epoch_seconds_locust_reports() -> None:
     record = build_record(event(), RUN, users=1)
 
@@ -147,7 +164,7 @@ def test_impossible_values_are_clamped_so_the_record_still_validates() -> None:
     name=st.text(max_size=2000),
     context=st.dictionaries(
         st.sampled_from(["model_name", "model_method", "tokenizer", "num_input_tokens",
-                         "num_output_tokens", "model_response_time"]),
+                         "num_output_tokens", "model_response_time", "time_to_first_token"]),
         st.one_of(st.none(), st.integers(-10**12, 10**12), st.floats(), st.text(max_size=400),
                   st.booleans())),
     exception=st.one_of(st.none(), st.text(max_size=3000).map(ValueError)),

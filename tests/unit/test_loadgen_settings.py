@@ -57,9 +57,23 @@ def test_every_option_can_come_from_a_loadgen_environment_variable() -> None:
 
     assert result == Settings(
         test_id="run-7", server="saxml", model="/sax/test/lm", accelerator="v5litepod-8",
-        max_tokens=64, prompts_file="/p.txt", bad_request_ratio=0.25,
+        max_tokens=64, prompts_file="/p.txt", bad_request_ratio=0.25, stream=False,
         metrics_project="proj-a", metrics_topic="lt-metrics", metrics_batch_size=50,
         metrics_flush_interval=0.5, metrics_publish_timeout=5.0)
+
+
+def test_streaming_is_off_unless_asked_for_by_flag_or_variable() -> None:
+    assert not settings().stream
+    assert settings("--stream").stream
+    assert settings(env={"LOADGEN_STREAM": "true"}).stream
+    assert not settings(env={"LOADGEN_STREAM": "false"}).stream
+
+
+def test_streaming_a_saxml_run_is_refused_because_the_proxy_cannot_stream() -> None:
+    with pytest.raises(ConfigError, match="--stream") as raised:
+        settings("--server", "saxml", "--stream")
+
+    assert raised.value.field == "--stream"
 
 
 def test_a_flag_wins_over_its_environment_variable() -> None:

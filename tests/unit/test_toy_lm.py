@@ -11,6 +11,7 @@ from sandbox.inference.toy_lm import (
     clamp_max_tokens,
     generate,
     generation_seconds,
+    pieces,
     tokenize,
 )
 
@@ -72,3 +73,14 @@ def test_any_prompt_gets_a_consistent_completion(prompt: str, max_tokens: int | 
     assert 1 <= result.num_output_tokens <= MAX_TOKENS_LIMIT
     assert len(tokenize(result.text)) == result.num_output_tokens
     assert result.num_input_tokens == len(prompt.split())
+
+
+def test_the_streamed_pieces_join_to_exactly_the_completion():
+    text = generate("stream me", 6).text
+
+    parts = pieces(text)
+
+    assert "".join(parts) == text
+    assert len(parts) == 6
+    assert parts[0] == tokenize(text)[0]
+    assert all(part.startswith(" ") for part in parts[1:])

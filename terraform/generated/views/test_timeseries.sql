@@ -1,20 +1,42 @@
-WITH bucketed AS (
+WITH measured AS (
+  SELECT
+    *,
+    IF(exception IS NULL, response_time, NULL) AS ok_ms,
+    IF(exception IS NULL, time_to_first_token, NULL) AS ttft_ms,
+    TIMESTAMP_ADD(start_time, INTERVAL CAST(response_time * 1000 AS INT64) MICROSECOND)
+      AS end_time
+  FROM `${project_id}.${dataset_id}.requests_unique`
+), bucketed AS (
   SELECT
     *,
     TIMESTAMP_TRUNC(start_time, MINUTE) AS bucket,
-    TIMESTAMP_TRUNC(MIN(start_time) OVER (PARTITION BY test_id), MINUTE) AS first_bucket
-  FROM `${project_id}.${dataset_id}.requests_unique`
+    TIMESTAMP_TRUNC(MIN(start_time) OVER (PARTITION BY test_id), MINUTE) AS first_bucket,
+    TIMESTAMP_TRUNC(MAX(start_time) OVER (PARTITION BY test_id), MINUTE) AS last_bucket
+  FROM measured
+), with_percentiles AS (
+  SELECT *, PERCENTILE_CONT(ok_ms, 0.5) OVER (PARTITION BY test_id, bucket) AS p50_ms,
+    PERCENTILE_CONT(ok_ms, 0.9) OVER (PARTITION BY test_id, bucket) AS p90_ms,
+    PERCENTILE_CONT(ok_ms, 0.99) OVER (PARTITION BY test_id, bucket) AS p99_ms,
+    PERCENTILE_CONT(ttft_ms, 0.5) OVER (PARTITION BY test_id, bucket) AS ttft_p50_ms,
+    PERCENTILE_CONT(ttft_ms, 0.9) OVER (PARTITION BY test_id, bucket) AS ttft_p90_ms
+  FROM bucketed
 )
 SELECT
   test_id,
   bucket,
   TIMESTAMP_DIFF(bucket, ANY_VALUE(first_bucket), SECOND) AS offset_s,
+  bucket = ANY_VALUE(first_bucket) OR bucket = ANY_VALUE(last_bucket) AS partial,
   COUNT(*) AS requests,
   COUNTIF(exception IS NOT NULL) AS errors,
   COUNT(*) / 60.0 AS qps,
-  APPROX_QUANTILES(IF(exception IS NULL, response_time, NULL), 100)[OFFSET(50)] AS p50_ms,
-  APPROX_QUANTILES(IF(exception IS NULL, response_time, NULL), 100)[OFFSET(90)] AS p90_ms,
-  APPROX_QUANTILES(IF(exception IS NULL, response_time, NULL), 100)[OFFSET(99)] AS p99_ms,
+  COUNTIF(exception IS NULL) / 60.0 AS success_qps,
+    ANY_VALUE(p50_ms) AS p50_ms,
+    ANY_VALUE(p90_ms) AS p90_ms,
+    ANY_VALUE(p99_ms) AS p99_ms,
+    ANY_VALUE(ttft_p50_ms) AS ttft_p50_ms,
+    ANY_VALUE(ttft_p90_ms) AS ttft_p90_ms,
+  MAX(ok_ms) AS max_ms,
+  MAX(users) AS users,
   IFNULL(SUM(num_output_tokens), 0) / 60.0 AS tokens_per_s
-FROM bucketed
+FROM with_percentiles
 GROUP BY test_id, bucket

@@ -1,0 +1,60 @@
+"""The load tests the browser suite shows, sent through the real ingest path.
+
+Four tests: two of the same model a day apart (so a comparison has a baseline), one
+where a third of the requests fail, and one whose id is as long as an id may be and
+whose model, server, accelerator and exception text are markup. Ids must pass the
+test-id rule (the ingest path refuses anything else), so the hostile text goes in the
+free-text fields.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from tests.functional.test_ingest_metrics import envelope, stored_records
+
+SCRIPT = "<script>alert(1)</script>"
+IMG = '"><img src=x onerror=alert(1)>'
+# 128 characters, the longest id allowed, with no place a browser may break the line.
+LONG_ID = ("lt:20261121.100000_" + "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+           * 3)[:128]
+
+BASELINE = "bench-a"
+CANDIDATE = "bench-b"
+FAILING = "run-failing"
+HOSTILE = LONG_ID
+
+HOSTILE_FIELDS = {"model_name": SCRIPT, "server": IMG, "accelerator": SCRIPT + IMG}
+HOSTILE_EXCEPTION = f"HTTPError('503 {SCRIPT}') {IMG} " + "E" * 300
+#: Text from data that must appear on a page of the hostile test, exactly as written.
+HOSTILE_TEXTS = (SCRIPT, IMG, LONG_ID)
+
+
+def _records(test_id: str, n: int, *, hour: int, latency_ms: float, fail_every: int = 0,
+             exception: str = "HTTPError('503 Server Error: Service Unavailable')",
+             **fields: Any) -> list[dict[str, Any]]:
+    template = stored_records()[0]
+    start = datetime(2026, 11, 21, hour, 0, tzinfo=UTC).timestamp()
+    return [dict(template, test_id=test_id, response_time=latency_ms + i % 10,
+                 start_time=start + i * 0.1,
+                 exception=exception if fail_every and i % fail_every == 0 else None,
+                 **fields)
+            for i in range(n)]
+
+
+def ingest_load_tests(client: Any) -> None:
+    """Send every test's records to ``ingest_metrics`` (a functions-framework test client).
+
+    Raises AssertionError when the function does not acknowledge a message.
+    """
+    batches = {
+        BASELINE: _records(BASELINE, 200, hour=8, latency_ms=20.0, fail_every=50),
+        CANDIDATE: _records(CANDIDATE, 250, hour=9, latency_ms=30.0, fail_every=25),
+        FAILING: _records(FAILING, 150, hour=10, latency_ms=15.0, fail_every=3),
+        HOSTILE: _records(HOSTILE, 120, hour=11, latency_ms=25.0, fail_every=4,
+                          exception=HOSTILE_EXCEPTION, **HOSTILE_FIELDS),
+    }
+    for number, records in enumerate(batches.values()):
+        response = client.post("/", json=envelope(records, message_id=f"browser-{number}"))
+        assert response.status_code == 200, response.get_data(as_text=True)
