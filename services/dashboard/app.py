@@ -113,9 +113,25 @@ def _error_page(status: int, title: str, reason: str) -> Response:
     return response
 
 
-def _lifetime(report: Report) -> float:
-    tests = [report.test] + ([report.other] if report.other is not None else [])
-    return FINISHED_SECONDS if settled(tests) else LIVE_SECONDS
+class _KeptReport:
+    """A built report and its charts, each drawn once, on first request."""
+
+    def __init__(self, report: Report) -> None:
+        self.report = report
+        self._charts: dict[str, bytes] = {}
+        self._lock = threading.Lock()
+
+    def chart(self, name: str) -> bytes:
+        with self._lock:
+            if name not in self._charts:
+                self._charts[name] = chart_png(self.report, name)
+            return self._charts[name]
+
+    @property
+    def lifetime(self) -> float:
+        report = self.report
+        tests = [report.test] + ([report.other] if report.other is not None else [])
+        return FINISHED_SECONDS if settled(tests) else LIVE_SECONDS
 
 
 def create_app(source_factory: Callable[[], MetricsSource] | None = None,
@@ -124,16 +140,17 @@ def create_app(source_factory: Callable[[], MetricsSource] | None = None,
     ``clock`` (seconds) times how long built reports are kept."""
     app = Flask(__name__)
     source = _LazySource(source_factory or _bigquery_source)
-    reports: TtlCache[Report] = TtlCache(clock)
+    reports: TtlCache[_KeptReport] = TtlCache(clock)
     baselines: TtlCache[Baselines] = TtlCache(clock)
 
     def baselines_of(test_id: str) -> Baselines:
         return baselines.get(test_id, lambda: source.get().baselines(test_id),
                              lambda _: LIVE_SECONDS)
 
-    def report_of(test_id: str, compare: str | None) -> Report:
+    def report_of(test_id: str, compare: str | None) -> _KeptReport:
         return reports.get((test_id, compare),
-                           lambda: build_report(source.get(), test_id, compare), _lifetime)
+                           lambda: _KeptReport(build_report(source.get(), test_id, compare)),
+                           lambda kept: kept.lifetime)
 
     @app.get("/healthz")
     def healthz() -> Response:
@@ -158,7 +175,7 @@ def create_app(source_factory: Callable[[], MetricsSource] | None = None,
         # No choice made: the previous run of the same model and server, if any.
         compare = offered.default if asked is None else (
             None if asked == _NO_BASELINE else asked)
-        report = report_of(test_id, compare)
+        report = report_of(test_id, compare).report
         chart_compare = compare or _NO_BASELINE
         page = render_html(
             report, lambda name: url_for("chart", test_id=test_id, name=name,
@@ -174,9 +191,7 @@ def create_app(source_factory: Callable[[], MetricsSource] | None = None,
             return _error_page(404, "Not Found",
                                f"no chart {name!r}; charts: {', '.join(CHART_NAMES)}")
         compare = None if asked in (None, _NO_BASELINE) else asked
-        png = reports.derived((test_id, compare),
-                              lambda: build_report(source.get(), test_id, compare), _lifetime,
-                              name, lambda report: chart_png(report, name))
+        png = report_of(test_id, compare).chart(name)
         return Response(png, mimetype="image/png", headers={"Cache-Control": _CHART_CACHE})
 
     @app.errorhandler(_InvalidTestId)

@@ -19,7 +19,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
@@ -47,12 +47,10 @@ def settled(summaries: list[TestSummary], now: datetime | None = None) -> bool:
 class _Entry(Generic[V]):
     value: V
     expires: float
-    extras: dict[str, bytes] = field(default_factory=dict)
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class TtlCache(Generic[V]):
-    """Values by key, each with its own lifetime, plus derived bytes (charts) per value.
+    """Values by key, each with its own lifetime, the least recently used dropped first.
 
     ``get`` builds a missing or expired value with ``build`` outside any lock held by
     other keys; two threads that miss the same key at once may both build it (the
@@ -68,33 +66,20 @@ class TtlCache(Generic[V]):
 
     def get(self, key: Hashable, build: Callable[[], V],
             lifetime: Callable[[V], float]) -> V:
-        return self._entry(key, build, lifetime).value
-
-    def derived(self, key: Hashable, build: Callable[[], V], lifetime: Callable[[V], float],
-                name: str, derive: Callable[[V], bytes]) -> bytes:
-        """``derive(value)`` for the value at ``key``, computed once per value."""
-        entry = self._entry(key, build, lifetime)
-        with entry.lock:
-            if name not in entry.extras:
-                entry.extras[name] = derive(entry.value)
-            return entry.extras[name]
-
-    def _entry(self, key: Hashable, build: Callable[[], V],
-               lifetime: Callable[[V], float]) -> _Entry[V]:
+        """The value kept at ``key``, or ``build()``'s, kept for ``lifetime(value)`` s."""
         now = self._clock()
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None and entry.expires > now:
                 self._entries.move_to_end(key)
-                return entry
+                return entry.value
         value = build()
-        entry = _Entry(value, self._clock() + lifetime(value))
         with self._lock:
-            self._entries[key] = entry
+            self._entries[key] = _Entry(value, self._clock() + lifetime(value))
             self._entries.move_to_end(key)
             while len(self._entries) > self._max:
                 self._entries.popitem(last=False)
-        return entry
+        return value
 
     def __len__(self) -> int:
         with self._lock:

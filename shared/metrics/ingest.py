@@ -20,9 +20,9 @@ import base64
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from shared.config import format_validation_error
 from shared.errors import PermanentError
@@ -77,6 +77,9 @@ class Parsed:
     rejected_chars: int = 0
 
 
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
 class _Refused(Exception):
     """One record is refused; the message says which field broke which rule."""
 
@@ -108,33 +111,49 @@ def _reject(parsed: Parsed, message_id: str, received_at: str, index: int | None
     })
 
 
-def _row(raw: Any, message_id: str, index: int, received_at: str) -> dict[str, Any]:
-    """The requests-table row of one record; _Refused says why there is none."""
+def _validated(raw: Any, model: type[_Model]) -> _Model:
+    """``raw`` as a ``model``; _Refused says which field broke which rule."""
     problem = check(raw, RECORD_LIMITS)
     if problem is not None:
         raise _Refused(str(problem) if problem.path else f"record: {problem.rule}")
     if not isinstance(raw, dict):
         raise _Refused("record: must be a JSON object")
     try:
-        record = MetricRecord.model_validate(raw)
+        return model.model_validate(raw)
     except ValidationError as exc:
         raise _Refused(format_validation_error(exc)[0]) from exc
-    row = dict(record.__dict__)
-    row["start_time"] = record.start_time.isoformat()
-    row["row_key"] = row_key(message_id, index)
-    row["message_id"] = message_id
-    row["ingested_at"] = received_at
+
+
+def _as_row(record: BaseModel, key: str, message_id: str, received_at: str) -> dict[str, Any]:
+    """A validated record as a table row: timestamps in ISO form, plus its keys."""
+    row = {name: value.isoformat() if isinstance(value, datetime) else value
+           for name, value in record.__dict__.items()}
+    row.update(row_key=key, message_id=message_id, ingested_at=received_at)
     return row
 
 
-def _records(parsed: Parsed, message_id: str, data: bytes, at: str) -> list[Any]:
-    """The message's records, or none (with the message rejected) when it has none."""
+def _row(raw: Any, message_id: str, index: int, received_at: str) -> dict[str, Any]:
+    """The requests-table row of one record; _Refused says why there is none."""
+    return _as_row(_validated(raw, MetricRecord), row_key(message_id, index), message_id,
+                   received_at)
+
+
+def _decoded(parsed: Parsed, message_id: str, data: bytes, at: str) -> tuple[bool, Any]:
+    """``(True, payload)``, or ``(False, None)`` with the message rejected when its data
+    is not JSON within :data:`MESSAGE_LIMITS`."""
     try:
-        payload = decode_array(data, MESSAGE_LIMITS)
+        return True, decode_array(data, MESSAGE_LIMITS)
     except PermanentError as exc:
         head = data[:MAX_REJECTED_RECORD_CHARS]
         _reject(parsed, message_id, at, None, exc.message,
                 head.decode("utf-8", "replace"), original=head)
+        return False, None
+
+
+def _records(parsed: Parsed, message_id: str, data: bytes, at: str) -> list[Any]:
+    """The message's records, or none (with the message rejected) when it has none."""
+    readable, payload = _decoded(parsed, message_id, data, at)
+    if not readable:
         return []
     records = [payload] if isinstance(payload, dict) else payload
     if not isinstance(records, list):
@@ -179,32 +198,18 @@ def parse_run_message(message_id: str, data: bytes, received_at: datetime) -> Pa
     """
     at = received_at.astimezone(UTC).isoformat()
     parsed = Parsed()
-    try:
-        raw = decode_array(data, MESSAGE_LIMITS)
-    except PermanentError as exc:
-        head = data[:MAX_REJECTED_RECORD_CHARS]
-        _reject(parsed, message_id, at, None, exc.message, head.decode("utf-8", "replace"),
-                original=head)
+    readable, raw = _decoded(parsed, message_id, data, at)
+    if not readable:
         return parsed
     try:
         if not isinstance(raw, dict):
             raise _Refused("data: a run message carries one JSON object")
-        problem = check(raw, RECORD_LIMITS)
-        if problem is not None:
-            raise _Refused(str(problem) if problem.path else f"record: {problem.rule}")
-        try:
-            record = RunRecord.model_validate(raw)
-        except ValidationError as exc:
-            raise _Refused(format_validation_error(exc)[0]) from exc
+        record = _validated(raw, RunRecord)
     except _Refused as exc:
         _reject(parsed, message_id, at, None, f"run record: {exc}", raw)
         return parsed
-    row = dict(record.__dict__)
-    row["at"] = record.at.isoformat()
-    row["row_key"] = run_row_key(record.test_id, record.phase)
-    row["message_id"] = message_id
-    row["ingested_at"] = at
-    parsed.rows.append(row)
+    parsed.rows.append(_as_row(record, run_row_key(record.test_id, record.phase), message_id,
+                               at))
     return parsed
 
 

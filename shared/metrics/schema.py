@@ -204,21 +204,23 @@ def _coalesced(first: str, second: str, fields: tuple[str, ...]) -> str:
 # only as an analytic function, so it is computed per row over the window and picked
 # up with ANY_VALUE when grouping. Latency is over successful requests only (a fast
 # 404 would make a failing run look quick); NULLs, i.e. failures, are ignored.
-_PERCENTILES = ((50, 0.5), (90, 0.9), (99, 0.99))
+# (column, measured value, fraction): latency of successful requests and time to first
+# token of streamed ones.
+_Percentile = tuple[str, str, float]
+_LATENCY: tuple[_Percentile, ...] = (
+    ("p50_ms", "ok_ms", 0.5), ("p90_ms", "ok_ms", 0.9), ("p99_ms", "ok_ms", 0.99))
+_TTFT: tuple[_Percentile, ...] = (("ttft_p50_ms", "ttft_ms", 0.5), ("ttft_p90_ms", "ttft_ms", 0.9))
 
 
-def _percentiles(window: str) -> str:
-    lines = [f"PERCENTILE_CONT(ok_ms, {q}) OVER ({window}) AS p{p}_ms" for p, q in _PERCENTILES]
-    lines += [f"PERCENTILE_CONT(ttft_ms, {q}) OVER ({window}) AS ttft_p{p}_ms"
-              for p, q in _PERCENTILES[:2]]
-    return ",\n    ".join(lines)
+def _percentiles(window: str, columns: tuple[_Percentile, ...]) -> str:
+    """The window percentiles named in ``columns``, computed on every row."""
+    return ",\n    ".join(f"PERCENTILE_CONT({value}, {q}) OVER ({window}) AS {column}"
+                           for column, value, q in columns)
 
 
-def _picked(prefixes: tuple[str, ...] = ("p", "ttft_p")) -> str:
+def _picked(columns: tuple[_Percentile, ...]) -> str:
     """The window percentiles of :func:`_percentiles`, one value per group."""
-    fields = [f"p{p}_ms" for p, _ in _PERCENTILES] + [f"ttft_p{p}_ms" for p, _ in
-                                                      _PERCENTILES[:2]]
-    return ",\n    ".join(f"ANY_VALUE({f}) AS {f}" for f in fields if f.startswith(prefixes))
+    return ",\n    ".join(f"ANY_VALUE({column}) AS {column}" for column, _, _ in columns)
 
 
 def _measured(n: Names) -> str:
@@ -241,7 +243,7 @@ def _summary(n: Names) -> str:
     return f"""WITH measured AS (
   {_measured(n)}
 ), with_percentiles AS (
-  SELECT *, {_percentiles("PARTITION BY test_id")}
+  SELECT *, {_percentiles("PARTITION BY test_id", _LATENCY + _TTFT)}
   FROM measured
 ), request_models AS (
   SELECT test_id, model_name, COUNT(*) AS requests,
@@ -264,7 +266,7 @@ def _summary(n: Names) -> str:
     MAX(end_time) AS last_response,
     COUNT(*) AS requests,
     COUNTIF(exception IS NOT NULL) AS errors,
-    {_picked()},
+    {_picked(_LATENCY + _TTFT)},
     MAX(ok_ms) AS max_ms,
     AVG(ok_ms) AS mean_ms,
     IFNULL(SUM(num_input_tokens), 0) AS input_tokens,
@@ -318,7 +320,7 @@ def _series(unit: str, seconds: float) -> Callable[[Names], str]:
     TIMESTAMP_TRUNC(MAX(start_time) OVER (PARTITION BY test_id), {unit}) AS last_bucket
   FROM measured
 ), with_percentiles AS (
-  SELECT *, {_percentiles("PARTITION BY test_id, bucket")}
+  SELECT *, {_percentiles("PARTITION BY test_id, bucket", _LATENCY + _TTFT)}
   FROM bucketed
 )
 SELECT
@@ -330,7 +332,7 @@ SELECT
   COUNTIF(exception IS NOT NULL) AS errors,
   COUNT(*) / {seconds} AS qps,
   COUNTIF(exception IS NULL) / {seconds} AS success_qps,
-    {_picked()},
+    {_picked(_LATENCY + _TTFT)},
   MAX(ok_ms) AS max_ms,
   MAX(users) AS users,
   IFNULL(SUM(num_output_tokens), 0) / {seconds} AS tokens_per_s
@@ -342,7 +344,8 @@ GROUP BY test_id, bucket"""
 def _by_name(n: Names) -> str:
     # Locust's statistics table: one row per request type and name.
     return f"""WITH with_percentiles AS (
-  SELECT *, {_percentiles("PARTITION BY test_id, request_type, request_name")}
+  SELECT *, {_percentiles("PARTITION BY test_id, request_type, request_name",
+                          _LATENCY)}
   FROM ({_measured(n)})
 )
 SELECT
@@ -351,7 +354,7 @@ SELECT
   request_name,
   COUNT(*) AS requests,
   COUNTIF(exception IS NOT NULL) AS failures,
-    {_picked(("p",))},
+    {_picked(_LATENCY)},
   MAX(ok_ms) AS max_ms,
   AVG(ok_ms) AS mean_ms,
   AVG(response_length) AS mean_bytes,

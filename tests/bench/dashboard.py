@@ -99,30 +99,19 @@ def _before(source: Any, test_id: str, compare: str) -> None:
 
 
 def main() -> int:
-    import functions_framework
-
     from services.dashboard.app import create_app
-    from shared import bigquery
-    from shared.config import MetricsConfig
-    from shared.metrics.schema import Names, apply_schema
+    from shared.metrics.schema import Names
     from shared.metrics.views import BigQueryMetrics
-    from tests.bench.results import REPO, write_results
-    from tests.bigquery_fixtures import PROJECT, bigquery_emulator
+    from tests.bench.results import write_results
+    from tests.bigquery_fixtures import PROJECT, metrics_dataset
 
-    with tempfile.TemporaryDirectory() as tmp, bigquery_emulator(Path(tmp) / "bq.log") as bq:
-        config_path = Path(tmp) / "config.yaml"
-        config_path.write_text(json.dumps({"metrics": MetricsConfig().model_dump()}))
-        os.environ.update(BIGQUERY_EMULATOR_HOST=bq.url, ACCELOPS_PROJECT=PROJECT,
-                          ACCELOPS_CONFIG=str(config_path))
-        bigquery.reset_client()
-        apply_schema(PROJECT, MetricsConfig())
-        ingest = functions_framework.create_app(
-            "ingest_metrics", str(REPO / "functions" / "main.py"), "cloudevent").test_client()
+    with tempfile.TemporaryDirectory() as tmp, metrics_dataset(Path(tmp)) as dataset:
+        ingest = dataset.ingest
         start = time.time() - 7200
         print(f"ingesting 2 tests x {ROWS:,} requests ...", flush=True)
         _ingest(ingest, _records("bench-a", start, 1.0), "a")
         _ingest(ingest, _records("bench-b", start + 3600, 1.2), "b")
-        names = Names.of(PROJECT, MetricsConfig())
+        names = Names.of(PROJECT, dataset.config)
         page = "/tests/bench-b?compare=bench-a"
 
         figures: dict[str, Any] = {"rows_per_test": ROWS, "samples": SAMPLES}

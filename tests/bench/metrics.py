@@ -111,20 +111,13 @@ def run(app: Any, bodies: list[dict[str, Any]], counter: InsertCounter,
 
 def main() -> int:
     from shared.config import MetricsConfig
-    from shared.metrics.schema import apply_schema
-    from tests.bigquery_fixtures import PROJECT, bigquery_emulator, count
+    from tests.bigquery_fixtures import count, metrics_dataset
 
-    with tempfile.TemporaryDirectory() as tmp, bigquery_emulator(Path(tmp) / "bq.log") as bq:
-        config_path = Path(tmp) / "config.yaml"
-        config_path.write_text("metrics:\n  dataset: bench\n")
-        os.environ.update(BIGQUERY_EMULATOR_HOST=bq.url, ACCELOPS_PROJECT=PROJECT,
-                          ACCELOPS_CONFIG=str(config_path))
-        config = MetricsConfig(dataset="bench")
-        apply_schema(PROJECT, config)
+    config = MetricsConfig(dataset="bench")
+    with tempfile.TemporaryDirectory() as tmp, metrics_dataset(Path(tmp), config) as dataset:
         counter = InsertCounter()
 
-        batched_app = functions_framework.create_app(
-            "ingest_metrics", str(REPO / "functions" / "main.py"), "cloudevent").test_client()
+        batched_app = dataset.ingest
         data = records(ROWS, "bench-batched")
         bodies = [envelope(f"b{i}", data[i:i + PER_MESSAGE])
                   for i in range(0, ROWS, PER_MESSAGE)]

@@ -22,18 +22,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import functions_framework
 import pytest
-import yaml
 from playwright.sync_api import BrowserContext, sync_playwright
 from werkzeug.serving import make_server
 
 from services.dashboard.app import create_app
 from shared.errors import NotFoundError
 from shared.metrics.report import write_report
-from shared.metrics.schema import Names, apply_schema
+from shared.metrics.schema import Names
 from shared.metrics.views import BigQueryMetrics
-from tests.bigquery_fixtures import PROJECT, bigquery_emulator, fresh_dataset
+from tests.bigquery_fixtures import PROJECT, metrics_dataset
 from tests.browser import load_tests
 from tests.browser.pages import Visit, launch, visit
 
@@ -94,20 +92,9 @@ class ReadOnce:
 @pytest.fixture(scope="package")
 def metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReadOnce]:
     """The views of a dataset holding every test in :mod:`tests.browser.load_tests`."""
-    workdir = tmp_path_factory.mktemp("browser-bq")
-    config = fresh_dataset()
-    config_path = workdir / "config.yaml"
-    config_path.write_text(yaml.safe_dump({"metrics": config.model_dump()}))
-    with bigquery_emulator(workdir / "bqemulator.log") as emulator, \
-            pytest.MonkeyPatch.context() as env:
-        env.setenv("BIGQUERY_EMULATOR_HOST", emulator.url)
-        env.setenv("ACCELOPS_PROJECT", PROJECT)
-        env.setenv("ACCELOPS_CONFIG", str(config_path))
-        apply_schema(PROJECT, config)
-        ingest = functions_framework.create_app(  # type: ignore[no-untyped-call]
-            "ingest_metrics", str(REPO / "functions" / "main.py"), "cloudevent")
-        load_tests.ingest_load_tests(ingest.test_client())
-        source = ReadOnce(BigQueryMetrics(Names.of(PROJECT, config)))
+    with metrics_dataset(tmp_path_factory.mktemp("browser-bq")) as dataset:
+        load_tests.ingest_load_tests(dataset.ingest)
+        source = ReadOnce(BigQueryMetrics(Names.of(PROJECT, dataset.config)))
         source.learn_summaries()
         yield source
 

@@ -95,24 +95,7 @@ class MetricsWorld:
 
 @pytest.fixture(scope="module")
 def metrics_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MetricsWorld]:
-    import yaml
+    from tests.bigquery_fixtures import metrics_dataset
 
-    from shared.metrics.schema import apply_schema
-    from tests.bigquery_fixtures import bigquery_emulator, fresh_dataset
-
-    directory = tmp_path_factory.mktemp("fuzz-bq")
-    with bigquery_emulator(directory / "bqemulator.log") as emulator, \
-            pytest.MonkeyPatch.context() as env:
-        config = fresh_dataset()
-        path = directory / "config.yaml"
-        path.write_text(yaml.safe_dump({"metrics": config.model_dump()}))
-        env.setenv("BIGQUERY_EMULATOR_HOST", emulator.url)
-        env.setenv("ACCELOPS_PROJECT", PROJECT)
-        env.setenv("ACCELOPS_CONFIG", str(path))
-        bigquery.reset_client()
-        apply_schema(PROJECT, config)
-        app = functions_framework.create_app("ingest_metrics", MAIN, "cloudevent")
-        try:
-            yield MetricsWorld(app.test_client(), config.dataset)
-        finally:
-            bigquery.reset_client()
+    with metrics_dataset(tmp_path_factory.mktemp("fuzz-bq")) as dataset:
+        yield MetricsWorld(dataset.ingest, dataset.config.dataset)

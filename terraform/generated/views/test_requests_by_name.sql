@@ -1,9 +1,7 @@
 WITH with_percentiles AS (
   SELECT *, PERCENTILE_CONT(ok_ms, 0.5) OVER (PARTITION BY test_id, request_type, request_name) AS p50_ms,
     PERCENTILE_CONT(ok_ms, 0.9) OVER (PARTITION BY test_id, request_type, request_name) AS p90_ms,
-    PERCENTILE_CONT(ok_ms, 0.99) OVER (PARTITION BY test_id, request_type, request_name) AS p99_ms,
-    PERCENTILE_CONT(ttft_ms, 0.5) OVER (PARTITION BY test_id, request_type, request_name) AS ttft_p50_ms,
-    PERCENTILE_CONT(ttft_ms, 0.9) OVER (PARTITION BY test_id, request_type, request_name) AS ttft_p90_ms
+    PERCENTILE_CONT(ok_ms, 0.99) OVER (PARTITION BY test_id, request_type, request_name) AS p99_ms
   FROM (SELECT
     *,
     IF(exception IS NULL, response_time, NULL) AS ok_ms,
