@@ -30,6 +30,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from sandbox.httpserver import ApiHttpServer, ApiRequestHandler
+from sandbox.kubeapi import fields
 from sandbox.kubeapi.access import AccessControl, AccessLog, ImpersonationDenied, forbidden
 from sandbox.kubeapi.attributes import attributes_for
 from sandbox.kubeapi.authn import UserInfo, read_token_file
@@ -172,6 +173,7 @@ class KubeApiServer:
             raise RuntimeError("server already started")
         if self.state_file is not None:
             load_state(self.store, self.state_file)
+        fields.load_models()
         httpd = _HttpServer((self.host, self._port), self)  # a restart reuses the port
         if self.certificate is not None:
             # The handshake happens on the handler thread's first read, not in accept().

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from sandbox.kubeapi.fields import check, root_type
@@ -67,3 +70,19 @@ def test_strategic_merge_directives_and_map_keys_are_not_fields() -> None:
 
 def test_null_values_of_a_merge_patch_are_kept() -> None:
     assert check("V1ConfigMap", {"data": None}).pruned == {"data": None}
+
+
+def test_a_started_server_has_the_models_before_its_first_request() -> None:
+    # Request threads must not be the first to import them: a concurrent import of
+    # google-cloud-pubsub on the main thread then fails on a half-imported `requests`.
+    code = ("import sys\n"
+            "from sandbox.kubeapi import start_kube_api\n"
+            "before = 'kubernetes.client.models' in sys.modules\n"
+            "server = start_kube_api()\n"
+            "print(before, 'kubernetes.client.models' in sys.modules)\n"
+            "server.stop()\n")
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60, check=True).stdout
+
+    assert out.split() == ["False", "True"]
