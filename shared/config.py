@@ -27,6 +27,7 @@ from shared.errors import ConfigError, PermanentError
 __all__ = [
     "AccelopsConfig",
     "MetricsConfig",
+    "ServingConfig",
     "Settings",
     "SliceConfig",
     "TeamPolicy",
@@ -126,6 +127,11 @@ class Topics(BaseModel):
     rejections: str = "job-rejections"
     slices_reconcile: str = "slices-reconcile"
     loadtest_metrics: str = "loadtest-metrics"
+    # Cloud Storage Pub/Sub notifications of the models bucket (the sandbox's route;
+    # production may use it instead of the Eventarc trigger).
+    model_uploads: str = "model-uploads"
+    # Ticks (and nudges from deploy_model) that make reconcile_models observe rollouts.
+    model_rollouts: str = "model-rollouts"
 
 
 class SliceConfig(BaseModel):
@@ -171,6 +177,38 @@ class MetricsConfig(BaseModel):
     partition_expiration_days: Annotated[int, Field(ge=1)] | None = None
 
 
+class ServingConfig(BaseModel):
+    """Where and how deploy_model serves uploaded models (shared/serving)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Triton and Saxml Deployments, their Services and the rollout ledgers live here.
+    namespace: str = "serving"
+    # Immutable release snapshots are copied here; None: the bucket of the upload.
+    releases_bucket: str | None = None
+    triton_image: str = "nvcr.io/nvidia/tritonserver:24.08-py3"
+    # Kubernetes service accounts the servers run as (Workload Identity: bound to a
+    # Google service account that may read the releases bucket; see terraform/).
+    triton_service_account: str = "triton"
+    saxml_service_account: str = "saxml"
+    saxml_cell: str = "/sax/accelops"
+    saxml_model_server_image: str = \
+        "us-docker.pkg.dev/cloud-tpu-images/inference/sax-model-server:v1.2.0"
+    # Kueue team whose queue Saxml model-server slices go through.
+    saxml_team: str | None = None
+    # A rollout not serving after this long is rolled back.
+    rollout_timeout_seconds: Annotated[int, Field(ge=30, le=86400)] = 900
+    # A new pod restarting this often is a failed version: rolled back at once.
+    max_restarts: Annotated[int, Field(ge=1, le=100)] = 2
+    # Rollouts kept per model in its ledger (oldest dropped first).
+    history: Annotated[int, Field(ge=2, le=200)] = 20
+
+    @field_validator("namespace", "triton_service_account", "saxml_service_account")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        return TeamPolicy._rfc1123(value)
+
+
 class AccelopsConfig(BaseModel):
     """The YAML configuration file."""
 
@@ -180,6 +218,7 @@ class AccelopsConfig(BaseModel):
     topics: Topics = Field(default_factory=Topics)
     slices: SliceConfig = Field(default_factory=SliceConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    serving: ServingConfig = Field(default_factory=ServingConfig)
 
 
 # Errors listed in one message; the rest are counted (a request with hundreds of
