@@ -18,7 +18,8 @@ from shared.entry_errors import install
 if TYPE_CHECKING:
     from cloudevents.http import CloudEvent
 
-__all__ = ["ingest_metrics", "reconcile_slices", "submit_job"]
+__all__ = ["deploy_model", "ingest_metrics", "reconcile_models", "reconcile_slices",
+           "submit_job"]
 
 # A request that cannot be read as an event answers 400 with its reason, not 500.
 install(functions_framework.errorhandler, functions_framework.crash_handler, __name__)
@@ -51,3 +52,24 @@ def ingest_metrics(cloud_event: CloudEvent) -> None:
     from shared.metrics.ingest import ingest_message
 
     handle_pubsub(cloud_event, ingest_message, "ingest_metrics")
+
+
+@functions_framework.cloud_event
+def deploy_model(cloud_event: CloudEvent) -> None:
+    """A finalized object in the models bucket (an Eventarc storage event or a Cloud
+    Storage Pub/Sub notification) → a rollout when it is a version's manifest."""
+    from shared.handler import handle_event
+    from shared.serving.deploy import deploy_object
+    from shared.serving.events import log_fields, parse_storage_event
+
+    handle_event(cloud_event, parse_storage_event, deploy_object, "deploy_model", log_fields)
+
+
+@functions_framework.cloud_event
+def reconcile_models(cloud_event: CloudEvent) -> None:
+    """A scheduler tick or deploy_model's nudge → every model rollout observed and
+    finished, or rolled back."""
+    from shared.handler import handle_pubsub
+    from shared.serving.reconcile import reconcile_on_message
+
+    handle_pubsub(cloud_event, reconcile_on_message, "reconcile_models")

@@ -26,7 +26,8 @@ from shared.deployment import system
 from shared.deployment.cli import repo_root, write_files
 from shared.deployment.manifests import overlay_files
 
-__all__ = ["KubectlError", "kubectl", "provision_kubernetes", "provision_pubsub"]
+__all__ = ["KubectlError", "kubectl", "provision_kubernetes", "provision_pubsub",
+           "provision_serving"]
 
 FIELD_MANAGER = "accelops-sandbox"
 KUBECTL_TIMEOUT = 60.0
@@ -113,3 +114,33 @@ def provision_pubsub(project: str, functions: Iterable[FunctionSpec],
     finally:
         subscriber.close()
         publisher.transport.close()
+
+
+def provision_serving(storage_url: str, bucket: str, gke_url: str) -> None:
+    """The models bucket, and the GPU node pool Triton Deployments are scheduled on
+    (created through the GKE API like any pool; its nodes appear once the operation
+    is done). Both idempotent."""
+    from google.api_core import exceptions as gexc
+    from google.api_core.client_options import ClientOptions
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import container_v1
+
+    from sandbox.storage import create_bucket
+    from sandbox.topology import CLUSTER, GPU_POOL, LOCATION
+
+    create_bucket(storage_url, bucket, PROJECT)
+    name, machine, gpu, per_node, nodes = GPU_POOL
+    client = container_v1.ClusterManagerClient(
+        transport="rest", credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
+        client_options=ClientOptions(api_endpoint=gke_url))
+    pool = container_v1.NodePool(
+        name=name, initial_node_count=nodes,
+        config=container_v1.NodeConfig(machine_type=machine, accelerators=[
+            container_v1.AcceleratorConfig(accelerator_count=per_node,
+                                           accelerator_type=gpu)]),
+        autoscaling=container_v1.NodePoolAutoscaling(enabled=True, min_node_count=1,
+                                                     max_node_count=nodes))
+    with contextlib.suppress(gexc.AlreadyExists, gexc.Conflict):
+        client.create_node_pool(
+            parent=f"projects/{PROJECT}/locations/{LOCATION}/clusters/{CLUSTER}",
+            node_pool=pool)

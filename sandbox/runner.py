@@ -32,10 +32,12 @@ from sandbox.topology import (
     CLUSTER,
     FUNCTIONS,
     LOCATION,
+    MODELS_BUCKET,
     PARTS,
     PROJECT,
     PULL_SUBSCRIPTIONS,
     SCHEDULES,
+    STORAGE_NOTIFICATIONS,
     UNSCHEDULABLE_TOPIC,
     FunctionSpec,
 )
@@ -154,6 +156,18 @@ class Sandbox:
     def saxml_url(self) -> str:
         return f"http://127.0.0.1:{self.components['inference'].ports['saxml']}"
 
+    @property
+    def storage_url(self) -> str:
+        return f"http://127.0.0.1:{self.components['storage'].port}"
+
+    @property
+    def models_bucket(self) -> str:
+        return MODELS_BUCKET
+
+    @property
+    def saxml_proxy_url(self) -> str:
+        return f"http://127.0.0.1:{self.components['saxml'].port}"
+
     def function_url(self, target: str) -> str:
         return f"http://127.0.0.1:{self.components[target].port}/"
 
@@ -195,6 +209,10 @@ class Sandbox:
             env["ACCELOPS_GKE_ENDPOINT"] = self.gke_url
         if self.has("bigquery"):
             env["BIGQUERY_EMULATOR_HOST"] = self.bigquery_url
+        if self.has("storage"):
+            env["STORAGE_EMULATOR_HOST"] = self.storage_url
+        if self.has("saxml"):
+            env["ACCELOPS_SAXML_PROXY"] = self.saxml_proxy_url
         return env
 
     def function_env(self, target: str) -> dict[str, str]:
@@ -243,12 +261,19 @@ class Sandbox:
             self._wait_ready(["pubsub"])
             with self.client_env():
                 self._provision_pubsub(before_functions=True)
+            # fake-gcs-server drops events for a topic that does not exist yet.
+            for name in ("storage", "saxml"):
+                if self.has(name):
+                    self._spawn(self.components[name])
+                    backends.append(name)
             self._wait_ready(backends)
             with self.client_env():
                 if self.has("cluster"):
                     self._provision_kubernetes()
                 if self.has("bigquery"):
                     self._provision_bigquery()
+                if self.has("storage"):
+                    self._provision_serving()
             for spec in self.functions:
                 self._spawn(self.components[spec.target])
             self._wait_ready([spec.target for spec in self.functions])
@@ -270,6 +295,7 @@ class Sandbox:
         pubsub_port = free_port()
         self.components["pubsub"] = self._plan_pubsub(pubsub_port, str(logs / "pubsub.log"))
         wanted = {name for part in self.parts for name in PARTS[part]}
+        storage_port = free_port() if "storage" in wanted else None
         if "cluster" in wanted:
             kube_port, gke_port = free_port(), free_port()
             self.components["cluster"] = Component(
@@ -280,8 +306,20 @@ class Sandbox:
                  "--cluster", CLUSTER,
                  "--pubsub-host", f"127.0.0.1:{pubsub_port}",
                  "--unschedulable-topic", UNSCHEDULABLE_TOPIC, *self.access.server_args(),
-                 *(f"--schedule={topic}={seconds:g}" for topic, seconds in SCHEDULES)],
+                 *(f"--schedule={topic}={seconds:g}" for topic, seconds in SCHEDULES),
+                 *([f"--storage-url=http://127.0.0.1:{storage_port}"] if storage_port else [])],
                 str(logs / "cluster.log"), ports={"gke": gke_port})
+        if storage_port is not None:
+            self.components["storage"] = self._plan_storage(storage_port, pubsub_port,
+                                                            str(logs / "storage.log"))
+        if "saxml" in wanted:
+            saxml_port = free_port()
+            self.components["saxml"] = Component(
+                "saxml", saxml_port,
+                [python, "-m", "sandbox.inference.saxml_proxy", "--port", str(saxml_port)],
+                str(logs / "saxml.log"),
+                env={"STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{storage_port}"}
+                if storage_port else {})
         if "bigquery" in wanted:
             bq_port, bq_grpc_port = free_port(), free_port()
             # Persistent: load-test results outlive `sandbox down`, so runs can be compared.
@@ -309,6 +347,19 @@ class Sandbox:
                  "--signature-type", "cloudevent", "--host", "127.0.0.1", "--port", str(port)],
                 str(logs / f"{spec.target}.log"),
                 env=self.function_env(spec.target))
+
+    def _plan_storage(self, port: int, pubsub_port: int, log: str) -> Component:
+        """fake-gcs-server, publishing the models bucket's finalize notifications to
+        deploy_model's topic as a Cloud Storage notification configuration would."""
+        from sandbox.storage import FakeGcs
+
+        topic, prefix, _ = STORAGE_NOTIFICATIONS[0]
+        gcs = FakeGcs(port, Path(log), PROJECT, topic, MODELS_BUCKET,
+                      pubsub_host=f"127.0.0.1:{pubsub_port}", object_prefix=prefix,
+                      events=("finalize",))
+        return Component("storage", port, gcs.command(), log,
+                         env={"PUBSUB_EMULATOR_HOST": f"127.0.0.1:{pubsub_port}"},
+                         about="fake-gcs-server")
 
     def _plan_pubsub(self, port: int, log: str) -> Component:
         """The stand-in (topics and subscriptions kept in a state file across restarts)
@@ -423,6 +474,11 @@ class Sandbox:
                          push_endpoints=None if before_functions else {
                              spec.target: self.function_url(spec.target)
                              for spec in self.functions})
+
+    def _provision_serving(self) -> None:
+        from sandbox.provision import provision_serving
+
+        provision_serving(self.storage_url, MODELS_BUCKET, self.gke_url)
 
     def _provision_bigquery(self) -> None:
         from shared.config import load_config

@@ -1,6 +1,7 @@
 """What the sandbox wires together, taken from the deployment definition
 (``shared/deployment/system.py``): the functions, the topics they are subscribed
-to, their subscriptions' settings, and the scheduler jobs.
+to, their subscriptions' settings, the scheduler jobs, and the bucket notifications
+that feed ``deploy_model``.
 
 The one deliberate difference from production is time: retry backoff is scaled by
 the sandbox's usual speed-up (60x), so a failure test or demo sees the same number
@@ -19,10 +20,13 @@ from shared.deployment.model import Function, Retry
 __all__ = [
     "ALL_PARTS",
     "FUNCTIONS",
+    "GPU_POOL",
+    "MODELS_BUCKET",
     "PARTS",
     "PROJECT",
     "PULL_SUBSCRIPTIONS",
     "SCHEDULES",
+    "STORAGE_NOTIFICATIONS",
     "FunctionSpec",
     "RetrySettings",
 ]
@@ -77,8 +81,24 @@ PARTS: dict[str, tuple[str, ...]] = {
     "jobs": ("cluster",),  # Kubernetes API, GKE API, simulation, scheduler
     "metrics": ("bigquery", "inference"),  # BigQuery, Triton + Saxml stand-in
     "reports": ("bigquery",),  # just BigQuery, to read the views
+    # Model uploads and rollouts (deploy_model, reconcile_models): the cluster, and
+    # fake-gcs-server publishing OBJECT_FINALIZE notifications for the upload prefix
+    # to deploy_model's topic (production's "pubsub" route).
+    # The Saxml HTTP proxy stand-in ("saxml") publishes Saxml versions.
+    "serving": ("cluster", "storage", "saxml"),
 }
-ALL_PARTS: frozenset[str] = frozenset({"jobs", "metrics"})
+ALL_PARTS: frozenset[str] = frozenset({"jobs", "metrics", "serving"})
+
+# What the "storage" component notifies, and where: taken from the definition like
+# everything else here.
+STORAGE_NOTIFICATIONS: tuple[tuple[str, str, str], ...] = tuple(
+    (f.trigger_topic, t.object_prefix, t.notification_event)
+    for f in system.FUNCTIONS if (t := f.storage_trigger) is not None)
+
+# The bucket users upload models to, and the GPU node pool Triton Deployments run on
+# (the sandbox's stand-in for a team's static inference pool).
+MODELS_BUCKET = "accelops-models"
+GPU_POOL = ("gpu-l4", "g2-standard-8", "nvidia-l4", 1, 2)  # name, machine, GPU, per node, nodes
 
 # Cloud Scheduler jobs as (topic, simulated seconds between runs).
 SCHEDULES: tuple[tuple[str, float], ...] = tuple(

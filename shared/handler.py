@@ -20,27 +20,43 @@ from shared.errors import AccelopsError, InvalidEventError
 from shared.events import PubSubMessage, parse_pubsub_event
 from shared.log import bind_event, configure, get_logger
 
-__all__ = ["handle_pubsub"]
+__all__ = ["handle_event", "handle_pubsub"]
 
 log = get_logger("accelops.handler")
 T = TypeVar("T")
+E = TypeVar("E")
 
 
 def handle_pubsub(cloud_event: Any, core: Callable[[PubSubMessage], T],
                   function: str) -> T | None:
     """Run core on the event's Pub/Sub message; see the module docstring for outcomes."""
+
+    def parse(event: Any) -> PubSubMessage:
+        return parse_pubsub_event(event.get("id"), event.data)
+
+    def fields(message: PubSubMessage) -> dict[str, Any]:
+        return {"message_id": message.message_id,
+                "delivery_attempt": message.delivery_attempt}
+
+    return handle_event(cloud_event, parse, core, function, fields)
+
+
+def handle_event(cloud_event: Any, parse: Callable[[Any], E], core: Callable[[E], T],
+                 function: str, fields: Callable[[E], dict[str, Any]] | None = None,
+                 ) -> T | None:
+    """Run core on what ``parse`` makes of the event, with the outcomes of the module
+    docstring; ``fields`` adds log fields from the parsed event."""
     configure()
     event_id = cloud_event.get("id")
     with bind_event(event_id=event_id, function=function):
         try:
-            message = parse_pubsub_event(event_id, cloud_event.data)
+            parsed = parse(cloud_event)
         except InvalidEventError as exc:
-            log.error(f"event is not a Pub/Sub message: {exc.message}", **exc.as_fields())
+            log.error(f"event cannot be read: {exc.message}", **exc.as_fields())
             raise
-        with bind_event(message_id=message.message_id,
-                        delivery_attempt=message.delivery_attempt):
+        with bind_event(**(fields(parsed) if fields is not None else {})):
             try:
-                return core(message)
+                return core(parsed)
             except AccelopsError as exc:
                 outcome = "will retry" if exc.retry else "acknowledged without effect"
                 log.at(exc.severity, f"{outcome}: {exc.message}", **exc.as_fields())

@@ -46,11 +46,17 @@ from shared.errors import (
 from shared.log import get_logger
 
 __all__ = [
+    "CONFIG_MAPS",
+    "DEPLOYMENTS",
+    "HORIZONTAL_POD_AUTOSCALERS",
     "JOBSETS",
     "LEASES",
     "NAMESPACES",
     "NODES",
     "PODS",
+    "POD_MONITORINGS",
+    "REPLICA_SETS",
+    "SERVICES",
     "SUBJECT_ACCESS_REVIEWS",
     "KubeClient",
     "Resource",
@@ -92,6 +98,13 @@ NAMESPACES = Resource("", "v1", "namespaces", namespaced=False)
 PODS = Resource("", "v1", "pods")
 NODES = Resource("", "v1", "nodes", namespaced=False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases")
+CONFIG_MAPS = Resource("", "v1", "configmaps")
+SERVICES = Resource("", "v1", "services")
+DEPLOYMENTS = Resource("apps", "v1", "deployments")
+REPLICA_SETS = Resource("apps", "v1", "replicasets")
+HORIZONTAL_POD_AUTOSCALERS = Resource("autoscaling", "v2", "horizontalpodautoscalers")
+# Google Cloud Managed Service for Prometheus scrape configuration.
+POD_MONITORINGS = Resource("monitoring.googleapis.com", "v1", "podmonitorings")
 SUBJECT_ACCESS_REVIEWS = Resource("authorization.k8s.io", "v1", "subjectaccessreviews",
                                   namespaced=False)
 

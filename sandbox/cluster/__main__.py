@@ -10,6 +10,16 @@ due times stay in the past and future they were in.
 
 With ``--pubsub-host`` every newly unschedulable pod is published to
 ``--unschedulable-topic`` as the Cloud Logging entry a log sink would deliver.
+
+With ``--storage-url`` (the Cloud Storage endpoint Triton reads ``gs://`` model
+repositories from) pods whose image contains ``tritonserver`` run a real
+``tritonserver`` process (:class:`sandbox.inference.tritonserver.TritonLauncher`,
+logs under ``D/containers``); at most ``--max-processes`` such processes run at
+once and ``--pod-time-scale`` sets how fast their readiness probes, back-off,
+preStop sleeps and grace periods run.
+Services selecting them are served on loopback ports published in each
+Service's ``sandbox.accelops.dev/host-ports`` annotation (and, for LoadBalancer
+Services, ``status.loadBalancer.ingress``).
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ from types import FrameType
 from typing import Any
 
 from sandbox.clock import SimClock
+from sandbox.cluster.containers import Launcher
 from sandbox.cluster.logsink import PubSubSink
 from sandbox.cluster.nodes import ClusterRef
 from sandbox.cluster.objects import Obj, timestamp
@@ -63,8 +74,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--schedule", action="append", default=[], metavar="TOPIC=SECONDS",
                         help="publish a tick to TOPIC every SECONDS of simulated time "
                              "(a Cloud Scheduler job); needs --pubsub-host; repeatable")
+    parser.add_argument("--storage-url",
+                        help="Cloud Storage endpoint URL: run tritonserver pods as real "
+                             "processes reading their gs:// model repositories from it")
+    parser.add_argument("--max-processes", type=int, default=3,
+                        help="at most this many pod processes at once; pods beyond it wait "
+                             "in ContainerCreating (default 3)")
+    parser.add_argument("--pod-time-scale", type=float, default=0.2,
+                        help="real seconds per second of a pod spec's readiness probe "
+                             "timing, restart back-off, preStop sleeps and grace periods "
+                             "(default 0.2)")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
+    if args.max_processes < 1:
+        parser.error("--max-processes must be at least 1")
+    if args.pod_time_scale <= 0:
+        parser.error("--pod-time-scale must be positive")
     if args.schedule and not args.pubsub_host:
         parser.error("--schedule needs --pubsub-host")
     if args.pubsub_host and not args.unschedulable_topic:
@@ -107,6 +132,19 @@ def start_scheduler(clock: SimClock, project: str, schedules: list[str]) -> Sche
     return Scheduler(clock, jobs, publish).start()
 
 
+def launchers(storage_url: str | None, log_dir: Path) -> dict[str, Launcher]:
+    """The container launchers the flags ask for (none without ``--storage-url``)."""
+    if not storage_url:
+        return {}
+    try:
+        from sandbox.inference.tritonserver import TritonLauncher
+    except ImportError as exc:
+        log.warning("tritonserver pods stay simulated: no Triton launcher (%s)", exc)
+        return {}
+    launcher: Launcher = TritonLauncher(storage_url, log_dir)
+    return {"tritonserver": launcher}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
@@ -135,7 +173,10 @@ def main(argv: list[str] | None = None) -> int:
     gke_state.add_cluster(cluster.project, cluster.location, cluster.name, kube.url)
     gke = start_gke_api(gke_state, "127.0.0.1", args.gke_port,
                         state_file=state_dir / "gke-state.json")
-    simulation = Simulation(store, clock, gke_state=gke_state, cluster=cluster.path)
+    simulation = Simulation(store, clock, gke_state=gke_state, cluster=cluster.path,
+                            launchers=launchers(args.storage_url, state_dir / "containers"),
+                            max_processes=args.max_processes,
+                            pod_time_scale=args.pod_time_scale)
     sink: PubSubSink | None = None
     scheduler: Scheduler | None = None
     try:

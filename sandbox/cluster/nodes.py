@@ -6,7 +6,11 @@ the Container API NodePool JSON and creates, resizes or deletes the pool's Nodes
 named ``gke-<cluster>-<pool>-<8 hex>-<4 random>``, labelled like GKE labels TPU
 nodes (``cloud.google.com/gke-nodepool``, ``cloud.google.com/gke-tpu-accelerator``,
 ``cloud.google.com/gke-tpu-topology``, ...), tainted ``google.com/tpu=present:
-NoSchedule`` and offering ``google.com/tpu`` = chips per VM.
+NoSchedule`` and offering ``google.com/tpu`` = chips per VM. Pools with GPUs
+(``config.accelerators: [{acceleratorType: nvidia-l4, acceleratorCount: 1}]``)
+get what GKE gives GPU nodes: the label ``cloud.google.com/gke-accelerator``,
+``nvidia.com/gpu`` = the count in capacity and allocatable, and the taint
+``nvidia.com/gpu=present:NoSchedule``.
 
 Pods bound to a Node that no longer exists are failed the way the pod garbage
 collector does it (phase Failed, reason ``NodeLost``, condition
@@ -26,7 +30,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox.clock import SimClock
+from sandbox.cluster.machines import (
+    DEFAULT_SIZE,
+    MACHINE_SIZES,
+    TpuMachine,
+    gpu_accelerators,
+    tpu_machine,
+)
 from sandbox.cluster.objects import (
+    GPU_RESOURCE,
+    LABEL_GKE_ACCELERATOR,
     LABEL_HOSTNAME,
     LABEL_INSTANCE_TYPE,
     LABEL_NODEPOOL,
@@ -49,15 +62,22 @@ from sandbox.cluster.objects import (
     timestamp,
 )
 from sandbox.kubeapi import ApiError, ObjectStore
-from shared.tpu import catalogue
 
-__all__ = ["POOL_EVENTS", "ClusterRef", "NodePoolController", "TpuMachine", "tpu_machine"]
+__all__ = [
+    "POOL_EVENTS",
+    "ClusterRef",
+    "NodePoolController",
+    "TpuMachine",
+    "gpu_accelerators",
+    "tpu_machine",
+]
 
 log = logging.getLogger(__name__)
 
 POOL_EVENTS = frozenset({"POOL_RUNNING", "POOL_RESIZED", "POOL_DELETED", "POOL_ERROR"})
 ANNOTATION_CLUSTER = "sandbox.accelops.dev/cluster"
 TPU_TAINT: Obj = {"key": TPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
+GPU_TAINT: Obj = {"key": GPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
 
 _CLUSTER_PATH = re.compile(r"projects/([^/]+)/(?:locations|zones)/([^/]+)/clusters/([^/:]+)")
 _TAINT_EFFECTS = {
@@ -65,18 +85,6 @@ _TAINT_EFFECTS = {
     "PREFER_NO_SCHEDULE": "PreferNoSchedule",
     "NO_EXECUTE": "NoExecute",
 }
-# vCPUs and GiB of memory of the machine types TPU pools use (Compute Engine tables).
-_MACHINE_SIZES: dict[str, tuple[int, int]] = {
-    "ct5lp-hightpu-1t": (24, 48),
-    "ct5lp-hightpu-4t": (112, 192),
-    "ct5lp-hightpu-8t": (224, 384),
-    "ct4p-hightpu-4t": (240, 407),
-    "ct5p-hightpu-4t": (208, 448),
-    "ct6e-standard-1t": (44, 176),
-    "ct6e-standard-4t": (180, 720),
-    "ct6e-standard-8t": (180, 1440),
-}
-_DEFAULT_SIZE = (8, 32)
 _SUFFIX_ALPHABET = string.ascii_lowercase + string.digits
 
 
@@ -96,25 +104,6 @@ class ClusterRef:
     @property
     def path(self) -> str:
         return f"projects/{self.project}/locations/{self.location}/clusters/{self.name}"
-
-
-@dataclass(frozen=True, slots=True)
-class TpuMachine:
-    """What a TPU machine type means for its nodes."""
-
-    accelerator: str
-    chips_per_vm: int
-    single_host_topology: str | None
-
-
-def tpu_machine(machine_type: str) -> TpuMachine | None:
-    """The TPU facts of a machine type (from the catalogue), or None for a non-TPU machine."""
-    shapes = [shape for shape in catalogue() if shape.machine_type == machine_type]
-    if not shapes:
-        return None
-    single = [shape.topology for shape in shapes if shape.vms == 1]
-    return TpuMachine(shapes[0].accelerator, shapes[0].chips_per_vm,
-                      single[0] if len(single) == 1 else None)
 
 
 def _pool_node_count(pool: Mapping[str, Any]) -> int:
@@ -237,7 +226,7 @@ class NodePoolController:
         if config.get("preemptible"):
             labels[LABEL_PREEMPTIBLE] = "true"
         taints: list[Obj] = []
-        cpus, memory_gib = _MACHINE_SIZES.get(machine_type, _DEFAULT_SIZE)
+        cpus, memory_gib = MACHINE_SIZES.get(machine_type, DEFAULT_SIZE)
         capacity: dict[str, str] = {
             "cpu": str(cpus),
             "memory": f"{memory_gib * 1024 * 1024}Ki",
@@ -259,6 +248,11 @@ class NodePoolController:
                 labels[LABEL_TPU_TOPOLOGY] = topology
             taints.append(dict(TPU_TAINT))
             capacity[TPU_RESOURCE] = allocatable[TPU_RESOURCE] = str(tpu.chips_per_vm)
+        gpus = gpu_accelerators(config)
+        if gpus is not None:
+            labels[LABEL_GKE_ACCELERATOR] = gpus[0]
+            taints.append(dict(GPU_TAINT))
+            capacity[GPU_RESOURCE] = allocatable[GPU_RESOURCE] = str(gpus[1])
         for key, value in (config.get("labels") or {}).items():
             labels[str(key)] = str(value)
         for taint in config.get("taints") or []:

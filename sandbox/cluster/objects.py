@@ -25,6 +25,10 @@ PODS: ResourceKey = ("", "pods")
 NODES: ResourceKey = ("", "nodes")
 EVENTS: ResourceKey = ("", "events")
 SERVICES: ResourceKey = ("", "services")
+ENDPOINTS: ResourceKey = ("", "endpoints")
+DEPLOYMENTS: ResourceKey = ("apps", "deployments")
+REPLICASETS: ResourceKey = ("apps", "replicasets")
+HPAS: ResourceKey = ("autoscaling", "horizontalpodautoscalers")
 JOBS: ResourceKey = ("batch", "jobs")
 JOBSETS: ResourceKey = ("jobset.x-k8s.io", "jobsets")
 WORKLOADS: ResourceKey = ("kueue.x-k8s.io", "workloads")
@@ -35,11 +39,17 @@ WORKLOAD_PRIORITY_CLASSES: ResourceKey = ("kueue.x-k8s.io", "workloadprioritycla
 
 JOBSET_API_VERSION = "jobset.x-k8s.io/v1alpha2"
 JOB_API_VERSION = "batch/v1"
+APPS_API_VERSION = "apps/v1"
 WORKLOAD_API_VERSION = "kueue.x-k8s.io/v1beta1"
 
 # ----------------------------------------------------------------------------- labels
 
 TPU_RESOURCE = "google.com/tpu"
+GPU_RESOURCE = "nvidia.com/gpu"
+LABEL_GKE_ACCELERATOR = "cloud.google.com/gke-accelerator"
+LABEL_POD_TEMPLATE_HASH = "pod-template-hash"
+ANNOTATION_REVISION = "deployment.kubernetes.io/revision"
+ANNOTATION_HOST_PORTS = "sandbox.accelops.dev/host-ports"
 LABEL_NODEPOOL = "cloud.google.com/gke-nodepool"
 LABEL_TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
 LABEL_TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"

@@ -10,11 +10,15 @@ How a pod's program behaves is read from its first container's environment:
 With ``restartPolicy: Never`` the pod ends Succeeded or Failed, with terminated
 container statuses; ``OnFailure`` restarts a failed container in place and
 ``Always`` restarts any exited one (``restartCount`` + 1, ``lastState``).
+
+Pods of ReplicaSets are servers: without ``ACCELOPS_SANDBOX_RUN_SECONDS`` they
+run until deleted. Pods whose containers run as real processes (the ``skip``
+predicate, :mod:`sandbox.cluster.kubelet`) are not this runtime's at all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sandbox.clock import SimClock
@@ -24,6 +28,7 @@ from sandbox.cluster.objects import (
     PODS,
     Obj,
     condition,
+    controller_uid,
     deleting,
     parse_timestamp,
     patch_quietly,
@@ -36,16 +41,19 @@ __all__ = ["DEFAULT_RUN_SECONDS", "PodRuntime", "behaviour"]
 DEFAULT_RUN_SECONDS = 300.0
 
 
-def behaviour(pod: Mapping[str, Any]) -> tuple[float, bool]:
-    """(simulated run seconds, succeeds?) from the first container's environment."""
+def behaviour(pod: Mapping[str, Any]) -> tuple[float | None, bool]:
+    """(simulated run seconds or None: until deleted, succeeds?) from the first
+    container's environment."""
     containers = (pod.get("spec") or {}).get("containers") or []
     env = {str(e.get("name")): e.get("value") for e in (containers[0].get("env") or [])} \
         if containers else {}
+    succeeds = str(env.get(ENV_OUTCOME) or "succeed").strip().lower() != "fail"
+    if not env.get(ENV_RUN_SECONDS) and controller_uid(pod, "ReplicaSet"):
+        return None, succeeds
     try:
         seconds = max(0.0, float(env.get(ENV_RUN_SECONDS) or DEFAULT_RUN_SECONDS))
     except (TypeError, ValueError):
         seconds = DEFAULT_RUN_SECONDS
-    succeeds = str(env.get(ENV_OUTCOME) or "succeed").strip().lower() != "fail"
     return seconds, succeeds
 
 
@@ -62,9 +70,11 @@ def _started_at(pod: Mapping[str, Any]) -> float | None:
 class PodRuntime:
     """Ends (or restarts) running containers when their simulated run time is over."""
 
-    def __init__(self, store: ObjectStore, clock: SimClock) -> None:
+    def __init__(self, store: ObjectStore, clock: SimClock, *,
+                 skip: Callable[[Obj], bool] | None = None) -> None:
         self.store = store
         self.clock = clock
+        self._skip = skip or (lambda pod: False)
 
     def reconcile(self) -> float | None:
         """Finish what is due; returns the simulated time the next pod is due, if any."""
@@ -73,12 +83,12 @@ class PodRuntime:
         for pod in self.store.list(*PODS):
             status = pod.get("status") or {}
             if status.get("phase") != "Running" or deleting(pod) \
-                    or not (pod.get("spec") or {}).get("nodeName"):
+                    or not (pod.get("spec") or {}).get("nodeName") or self._skip(pod):
                 continue
             started = _started_at(pod)
-            if started is None:
-                continue
             seconds, succeeds = behaviour(pod)
+            if started is None or seconds is None:
+                continue
             due = started + seconds
             if due <= now:
                 self._exit(pod, succeeds)

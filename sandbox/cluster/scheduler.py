@@ -2,10 +2,11 @@
 
 Per node it applies the default scheduler's filters in its order: node
 unschedulable or being deleted, taints (a not-Ready node counts as tainted
-``node.kubernetes.io/not-ready``; pods requesting ``google.com/tpu`` tolerate the
-TPU taint, as GKE's webhook adds that toleration), nodeSelector and required node
-affinity, and free resources (allocatable minus the requests of unfinished pods
-bound there, ``google.com/tpu`` included).
+``node.kubernetes.io/not-ready``; pods requesting ``google.com/tpu`` or
+``nvidia.com/gpu`` tolerate that resource's taint, as GKE's webhook and its
+ExtendedResourceToleration admission add those tolerations), nodeSelector and
+required node affinity, and free resources (allocatable minus the requests of
+unfinished pods bound there, ``google.com/tpu`` and ``nvidia.com/gpu`` included).
 
 Pods of one Job are placed together ("gang"): a Job's pending pods are bound only
 when all of them fit into one topology domain (TPU multi-host slices start
@@ -15,7 +16,10 @@ together). The domain is the node label named by the pods' JobSet annotation
 the node pool. With exclusive topology a domain holds the pods of one Job only.
 
 Bound pods get ``spec.nodeName``, phase Running, ``startTime``, conditions
-PodScheduled/Initialized/ContainersReady/Ready and running container statuses.
+PodScheduled/Initialized/ContainersReady/Ready and running container statuses —
+except pods the ``starts_itself`` predicate claims (those whose containers run as
+processes, :mod:`sandbox.cluster.kubelet`): they get ``spec.nodeName``,
+PodScheduled, ``startTime`` and their IPs, and stay Pending for that kubelet.
 Pods that cannot be bound stay Pending with condition PodScheduled False, reason
 Unschedulable and the scheduler's message (``0/3 nodes are available: 3 node(s)
 didn't match Pod's node affinity/selector. preemption: ...``); the first time,
@@ -36,6 +40,7 @@ from typing import Any
 from sandbox.clock import SimClock
 from sandbox.cluster.objects import (
     ANNOTATION_EXCLUSIVE,
+    GPU_RESOURCE,
     LABEL_JOB_KEY,
     LABEL_NODEPOOL,
     NODES,
@@ -190,10 +195,12 @@ class _Group:
 class Scheduler:
     """Binds Pending pods; see the module docstring."""
 
-    def __init__(self, store: ObjectStore, clock: SimClock) -> None:
+    def __init__(self, store: ObjectStore, clock: SimClock, *,
+                 starts_itself: Callable[[Obj], bool] | None = None) -> None:
         self.store = store
         self.clock = clock
         self._hooks: list[UnschedulableHook] = []
+        self._starts_itself = starts_itself or (lambda pod: False)
 
     def on_unschedulable(self, callback: UnschedulableHook) -> None:
         """Call ``callback(pod, failed_scheduling_event)`` once per newly unschedulable pod."""
@@ -266,8 +273,9 @@ class Scheduler:
             return REASON_UNSCHEDULABLE_NODE
         tolerations = list(spec.get("tolerations") or [])
         requests = pod_requests(spec)
-        if requests.get(TPU_RESOURCE, 0) > 0:
-            tolerations.append({"key": TPU_RESOURCE, "operator": "Exists"})
+        for resource in (TPU_RESOURCE, GPU_RESOURCE):
+            if requests.get(resource, 0) > 0:
+                tolerations.append({"key": resource, "operator": "Exists"})
         taints = list((node.get("spec") or {}).get("taints") or [])
         if not _ready(node):
             taints.append({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"})
@@ -413,8 +421,11 @@ class Scheduler:
         now = timestamp(self.clock)
         status: Obj = dict(pod.get("status") or {})
         conditions = status.get("conditions")
-        for kind in ("PodReadyToStartContainers", "Initialized", "ContainersReady", "Ready"):
-            conditions = condition(conditions, kind, True, "", "", now)
+        handed_off = self._starts_itself(pod)
+        if not handed_off:
+            for kind in ("PodReadyToStartContainers", "Initialized", "ContainersReady",
+                         "Ready"):
+                conditions = condition(conditions, kind, True, "", "", now)
         conditions = condition(conditions, "PodScheduled", True, "", "", now)
         for entry in conditions:
             if not entry.get("reason"):
@@ -435,13 +446,18 @@ class Scheduler:
             return f"containerd://{short_digest(uid_of(pod), name, length=64)}"
 
         status.update(
-            phase="Running",
+            phase="Pending" if handed_off else "Running",
             startTime=status.get("startTime") or now,
             hostIP=host_ip,
             hostIPs=[{"ip": host_ip}],
             podIP=pod_ip,
             podIPs=[{"ip": pod_ip}],
             conditions=conditions,
+        )
+        if handed_off:
+            patch_quietly(self.store, PODS, pod, {"status": status}, subresource="status")
+            return
+        status.update(
             containerStatuses=[{
                 "name": c.get("name", ""),
                 "image": c.get("image", ""),

@@ -2,17 +2,32 @@
 
 One reconcile *pass* runs every controller once, in the order a change flows
 through a cluster: node pool events and lost-node pods, Kueue admission, the
-JobSet and Job controllers, owner garbage collection, the scheduler, then the
-pod runtime. Every controller is level-triggered (it reads the store and
-corrects what differs), so passes are idempotent and may run any time.
+JobSet and Job controllers, the HorizontalPodAutoscaler, Deployment and
+ReplicaSet controllers, owner garbage collection, the scheduler, Services
+(endpoints drop a deleted pod before its process is told to stop), then the
+kubelets (the process kubelet for pods whose images have a launcher, the
+simulated pod runtime for the rest). Every controller is level-triggered (it
+reads the store and corrects what differs), so passes are idempotent and may
+run any time.
+
+Real processes (``launchers``: image substring → :data:`Launcher`) run on real
+time: their readiness probes, restart back-off, preStop sleeps and grace periods
+take ``pod_time_scale`` real seconds per second written in the pod spec
+(liveness and startup probes keep real time, :mod:`sandbox.cluster.probes`), at most
+``max_processes`` run at once. Deployment progress deadlines and
+``minReadySeconds`` are counted on the simulated clock, as the controllers'
+timestamps are. A test may pass its own ``real_clock`` (and a fake ``prober``):
+then probes and stops run on the pass thread and the test moves real time.
 
 :meth:`Simulation.start` runs passes in one background thread, which makes the
 controllers single-threaded however many threads write to the store: store
 callbacks and GKE node pool events only *wake* that thread (callbacks run
 outside the store lock and the passes' own writes cause more callbacks, so
 nothing is done inside them). The thread also wakes every ``tick`` real seconds
-and when the next pod is due to finish on the SimClock, so time-based
-transitions happen as the clock runs or is advanced. Tests can instead call
+and when the next pod, availability or progress deadline is due on the
+SimClock, so time-based transitions happen as the clock runs or is advanced;
+the process kubelet's prober thread wakes it when a probe flips or a process
+exits. Tests can instead call
 :meth:`Simulation.settle` (passes until nothing changes) without starting it.
 """
 
@@ -20,14 +35,19 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from sandbox.clock import SimClock
+from sandbox.cluster.containers import Launcher
+from sandbox.cluster.deployments import DeploymentController
 from sandbox.cluster.gc import GarbageCollector
+from sandbox.cluster.hpa import HorizontalPodAutoscalerController
 from sandbox.cluster.jobs import JobController
 from sandbox.cluster.jobset import JobSetController
+from sandbox.cluster.kubelet import ProcessKubelet
 from sandbox.cluster.kueue import KueueController
 from sandbox.cluster.nodes import ANNOTATION_CLUSTER, ClusterRef, NodePoolController
 from sandbox.cluster.objects import (
@@ -39,8 +59,11 @@ from sandbox.cluster.objects import (
     labels_of,
     name_of,
 )
+from sandbox.cluster.probes import Prober, probe_once
+from sandbox.cluster.replicasets import ReplicaSetController
 from sandbox.cluster.runtime import PodRuntime
 from sandbox.cluster.scheduler import Scheduler, UnschedulableHook
+from sandbox.cluster.services import ServiceController
 from sandbox.kubeapi import ObjectStore
 
 __all__ = ["PoolEventSource", "Simulation"]
@@ -57,7 +80,8 @@ class PoolEventSource(Protocol):
 
 
 class Simulation:
-    """The simulated cluster: node pools → Nodes, Kueue, JobSet, Jobs, scheduler, kubelet."""
+    """The simulated cluster: node pools → Nodes, Kueue, JobSet, Jobs, Deployments,
+    scheduler, kubelets, Services."""
 
     def __init__(
         self,
@@ -68,6 +92,11 @@ class Simulation:
         cluster: str | None = None,
         tick: float = 0.05,
         resync: float = 5.0,
+        launchers: Mapping[str, Launcher] | None = None,
+        max_processes: int = 3,
+        pod_time_scale: float = 0.2,
+        prober: Prober = probe_once,
+        real_clock: Callable[[], float] | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -78,9 +107,18 @@ class Simulation:
         self.kueue = KueueController(store, clock)
         self.jobsets = JobSetController(store, clock)
         self.jobs = JobController(store, clock)
+        self.hpa = HorizontalPodAutoscalerController(store, clock)
+        self.deployments = DeploymentController(store, clock)
+        self.replicasets = ReplicaSetController(store, clock)
         self.gc = GarbageCollector(store)
-        self.scheduler = Scheduler(store, clock)
-        self.runtime = PodRuntime(store, clock)
+        self.kubelet = ProcessKubelet(store, clock, launchers=launchers or {},
+                                      max_processes=max_processes, time_scale=pod_time_scale,
+                                      prober=prober, notify=self._notify,
+                                      monotonic=real_clock or time.monotonic,
+                                      inline=real_clock is not None)
+        self.scheduler = Scheduler(store, clock, starts_itself=self.kubelet.handles)
+        self.runtime = PodRuntime(store, clock, skip=self.kubelet.handles)
+        self.services = ServiceController(store, clock)
         self._pool_events: deque[tuple[str, str, dict[str, Any]]] = deque()
         self._lock = threading.RLock()
         self._wake = threading.Event()
@@ -105,6 +143,9 @@ class Simulation:
         if obj.get("kind") != "Event":
             self._wake.set()
 
+    def _notify(self) -> None:
+        self._wake.set()
+
     # ------------------------------------------------------------------ passes
 
     def reconcile(self) -> bool:
@@ -118,9 +159,14 @@ class Simulation:
             self.kueue.reconcile()
             self.jobsets.reconcile()
             self.jobs.reconcile()
+            self.hpa.reconcile()
+            dues = [self.deployments.reconcile(), self.replicasets.reconcile()]
             self.gc.collect()
             self.scheduler.reconcile()
-            self._next_due = self.runtime.reconcile()
+            self.services.reconcile()  # before the kubelet: a deleted pod leaves endpoints
+            self.kubelet.reconcile()  # first, then its process is stopped
+            dues.append(self.runtime.reconcile())
+            self._next_due = min((due for due in dues if due is not None), default=None)
             self.passes += 1
             return self.store.resource_version != before or bool(self._pool_events)
 
@@ -171,7 +217,7 @@ class Simulation:
         return self
 
     def stop(self) -> None:
-        """Stop the pass thread and unsubscribe. Idempotent."""
+        """Stop the pass thread, unsubscribe, stop processes and proxies. Idempotent."""
         thread, self._thread = self._thread, None
         self._stop.set()
         self._wake.set()
@@ -180,6 +226,9 @@ class Simulation:
         self._unsubscribe.clear()
         if thread is not None:
             thread.join(timeout=5)
+        with self._lock:
+            self.services.close()
+            self.kubelet.close()
 
     @property
     def running(self) -> bool:
@@ -204,7 +253,8 @@ class Simulation:
             woken = self._wake.wait(timeout)
             if self._stop.is_set():
                 return
-            self._wake.clear()
+            if woken:  # clearing after a timeout could swallow a wake that just came
+                self._wake.clear()
             idle_real += timeout if not woken else 0.0
             due = self._next_due is not None and self.clock.time() >= self._next_due
             if not (woken or due or idle_real >= self.resync):

@@ -54,6 +54,11 @@ CPU_MACHINE_TYPES: frozenset[str] = frozenset(
        for n in (2, 4, 8, 16, 32, 48, 64, 80, 96, 128)}
     | {f"n2d-standard-{n}" for n in (2, 4, 8, 16, 32, 48, 64, 96, 128, 224)}
     | {f"c3-standard-{n}" for n in (4, 8, 22, 44, 88, 176)}
+    # Machine types with GPUs attached (G2: NVIDIA L4, A2: A100, A3: H100); the pool's
+    # accelerators config names the GPU, as GKE asks for it.
+    | {f"g2-standard-{n}" for n in (4, 8, 12, 16, 24, 32, 48, 96)}
+    | {f"a2-highgpu-{n}g" for n in (1, 2, 4, 8)}
+    | {"a3-highgpu-8g"}
 )
 
 # GKE's own pattern (it also quotes it in its error message).

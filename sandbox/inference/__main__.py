@@ -2,14 +2,18 @@
 
     python -m sandbox.inference --triton-http-port P --saxml-port Q
         [--triton-grpc-port G] [--model toy-lm] [--saxml-model /sax/test/toy ...]
-        [--ms-per-token 1.0] [--startup-timeout 60] [--log-file PATH] [--verbose]
+        [--ms-per-token 1.0] [--saxml-load-seconds 1.0] [--startup-timeout 60]
+        [--log-file PATH] [--verbose]
 
 Serves the toy LM two ways: a real tritonserver (KServe v2 HTTP on P, gRPC on
 G; ``--model`` for ``/infer`` and ``--model``-stream for ``generate_stream``, see
 ``sandbox.inference.triton`` for the request shapes) and a Saxml HTTP proxy
 stand-in on Q serving the ``--saxml-model`` paths (repeatable; see
-``sandbox.inference.saxml``). A port of 0 picks a free one. Everything binds
-127.0.0.1.
+``sandbox.inference.saxml``). Models published later through the proxy's
+``/publish`` become servable ``--saxml-load-seconds`` after it (see
+``sandbox.inference.saxml_admin`` for when a checkpoint fails to load; the
+process's ``STORAGE_EMULATOR_HOST`` is where ``gs://`` checkpoints are read). A
+port of 0 picks a free one. Everything binds 127.0.0.1.
 
 Readiness: Q is bound at once (so a clash fails fast) but refuses connections
 until Triton reports both models ready (``/v2/models/NAME/ready`` = 200, which
@@ -128,6 +132,16 @@ def _saxml_model(value: str) -> str:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def _seconds(value: str) -> float:
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise argparse.ArgumentTypeError("a number of seconds, 0 or more")
+    return seconds
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m sandbox.inference",
@@ -147,6 +161,9 @@ def _parser() -> argparse.ArgumentParser:
                              f"(default {' '.join(DEFAULT_MODELS)}); others get HTTP 400")
     parser.add_argument("--ms-per-token", type=float, default=1.0,
                         help="simulated decode time per generated token (default 1.0)")
+    parser.add_argument("--saxml-load-seconds", type=_seconds, default=1.0,
+                        help="real seconds a model published through the Saxml proxy takes "
+                             "to load (default 1.0)")
     parser.add_argument("--max-batch-size", type=int, default=DEFAULT_MAX_BATCH_SIZE,
                         help=f"Triton dynamic batch limit (default {DEFAULT_MAX_BATCH_SIZE})")
     parser.add_argument("--startup-timeout", type=float, default=DEFAULT_STARTUP_TIMEOUT,
@@ -219,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
             return 2
     try:
         saxml = SaxmlHttpServer(args.saxml_port, SaxmlApi(
-            ms_per_token=args.ms_per_token,
+            ms_per_token=args.ms_per_token, load_seconds=args.saxml_load_seconds,
             models=frozenset(args.saxml_model or DEFAULT_MODELS)))
     except OSError as error:
         print(f"sandbox.inference: --saxml-port {args.saxml_port}: {error}",

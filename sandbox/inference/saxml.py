@@ -1,48 +1,56 @@
 """A stand-in for the Saxml HTTP proxy (``sax-http``) that fronts Sax on GKE.
 
-Google's Saxml-on-GKE tooling puts a small HTTP server before the Sax cell; load
-tests and demos talk to its ``/generate``. This serves that endpoint with the
-toy LM, so a load generator written for the proxy runs unchanged against the
-sandbox::
+Google's Saxml-on-GKE tooling puts a small HTTP server before the Sax cell
+(``saxml-on-gke/httpserver/http_server.py`` in GoogleCloudPlatform/ai-on-gke):
+load tests talk to its ``/generate``, deployments to its admin endpoints. This
+serves the same requests, generating with the toy LM, so a load generator or a
+rollout written for the proxy runs unchanged against the sandbox::
 
-    POST /generate
-    {"model": "/sax/test/toy", "query": "prompt text",
-     "extra_inputs": {"per_example_max_decode_steps": 8}}
+    POST /generate  {"model": "/sax/test/toy", "query": "prompt text",
+                     "extra_inputs": {"per_example_max_decode_steps": 8}}
+      200 {"generate_response": [["<generated text>", -2.0]],
+           "num_input_tokens": 2, "num_output_tokens": 8}
+    POST /publish   {"model": M, "model_path": P, "checkpoint": C, "replicas": N}
+      200 {"model": M, "path": P, "checkpoint": C, "replicas": N}
+    PUT  /update    (the same body and answer)
+    POST /unpublish {"model": M}                      200 {"model": M}
+    GET  /listcell  {"model": M}   (a JSON body on a GET, as the proxy reads it)
+      200 {"model": M, "model_path": P, "checkpoint": C,
+           "max_replicas": N, "active_replicas": N}
+    GET  /listall   {"sax_cell": "/sax/test"}         200 ["/sax/test/toy", ...]
+    GET  /                                            200 {"message": "HTTP Server for SAX Client"}
 
-    200 {"generate_response": [["<generated text>", -2.0]],
-         "num_input_tokens": 2, "num_output_tokens": 8}
+What the admin endpoints mean -- when a published model becomes servable, what
+``active_replicas`` counts, how a checkpoint fails to load -- is the Sax admin's
+business; see ``sandbox.inference.saxml_admin``. ``/listall`` comes from the
+proxy's later (FastAPI) version and its README; everything else follows the
+stdlib version, including its answers: 200 with the proxy's echo, and for every
+failure 400 ``{"Error": "<the exception's text>"}`` (the FastAPI version answers
+500 ``{"detail": ...}`` instead). Admin errors are Go's rendering of Sax's
+canonical errors, e.g. ``model /sax/test/x not found: rpc error: code = NotFound
+desc = NotFound``. (What the Python client wraps around that text -- a
+status-code prefix or suffix -- depends on its pybind11_abseil version; clients
+match on the status and the ``Error`` key.) The proxy checks the number of keys
+of a body (``Provide model for unpublish``...) and answers a missing key with
+Python's ``str(KeyError)``, as here. A path or method it does not serve is 400
+``{"message": "Invalid Request"}``.
 
 ``generate_response`` is what the proxy returns from Sax's ``LM.Generate``: a
-list of ``[text, score]`` pairs (one here). The stdlib version of the proxy
-wraps it in that key, as here; the later FastAPI version returns the bare list.
-The token counts are extra keys a client of the real proxy ignores; they save
-a load generator from re-tokenising the text.
-
-``extra_inputs`` is optional. The number of tokens comes from
+list of ``[text, score]`` pairs (one here). The token counts are extra keys a
+client of the real proxy ignores; they save a load generator from re-tokenising
+the text. ``extra_inputs`` is optional. The number of tokens comes from
 ``per_example_max_decode_steps`` (the proxy's name) or ``max_tokens``; the first
 wins if both are given; default 16, clamped to 1..256. Other decoding knobs
 (``temperature``, ``per_example_top_k``, ``per_example_top_p``) are accepted and
-ignored: the toy model is deterministic.
+ignored: the toy model is deterministic. A body that is not a JSON object or
+lacks a string ``model`` or ``query`` is 400 ``{"Error": ...}`` (the real proxy,
+given broken JSON, drops the connection).
 
-Only published models are served: ``SaxmlApi.models``, by default
-``/sax/test/toy`` (what ``accelops loadtest --server saxml`` sends by default).
-Any other model is an error, as on the real proxy, which calls
-``sax.ListDetail(model)`` before generating and answers any exception with
-``error_res``: HTTP 400 and ``{"Error": "<the exception's text>"}``. This is
-the stdlib version of ``saxml-on-gke/httpserver/http_server.py`` in
-GoogleCloudPlatform/ai-on-gke, the same version whose ``generate_response``
-envelope is copied above (its FastAPI successor answers 500 ``{"detail": ...}``
-instead). The text is what Sax's admin server says for a model it does not
-know, ``model /sax/test/x not found`` followed by Go's rendering of Sax's
-canonical NotFound error; a model path that is not ``/sax/<cell>/<model>`` gets
-the admin's invalid-name message. (What the Python client wraps around that
-text -- a status-code prefix or suffix -- depends on its pybind11_abseil
-version; clients match on the status and the ``Error`` key.) The other
-``/generate`` errors use the same shape: 400 ``{"Error": ...}`` for a body that
-is not a JSON object or lacks a string ``model`` or ``query`` (where the real
-proxy, given broken JSON, drops the connection). Outside ``/generate``: 404
-``{"error": ...}`` for an unknown path, and ``GET /`` answers the proxy's
-banner, ``{"message": "HTTP Server for SAX Client"}``.
+``SaxmlApi.models`` are published (one replica, checkpoint ``None``) and loaded
+when the server starts; by default ``/sax/test/toy``, what ``accelops loadtest
+--server saxml`` sends. A model that is not published is refused as the real
+proxy refuses it: it calls ``sax.ListDetail(model)`` before generating, so the
+answer is the admin's ``model ... not found`` (or its invalid-name message).
 
 The server binds its port when constructed but only listens once ``listen()``
 is called: the port is reserved early (a clash fails fast), while connections
@@ -60,28 +68,34 @@ from typing import Any
 
 from sandbox.httpserver import ApiHttpServer, ApiRequestHandler
 from sandbox.inference import toy_lm
+from sandbox.inference.saxml_admin import (
+    BadRequestError,
+    SaxmlAdmin,
+    UnknownModelError,
+    check_full_name,
+    params,
+    parse_spec,
+)
 
-__all__ = ["DEFAULT_MODELS", "BadRequestError", "GenerateRequest", "SaxmlApi",
-           "SaxmlHttpServer", "UnknownModelError", "check_model_path", "parse_generate"]
+__all__ = ["DEFAULT_MODELS", "DEFAULT_MODEL_PATH", "BadRequestError", "GenerateRequest",
+           "NotServedError", "SaxmlApi", "SaxmlHttpServer", "UnknownModelError", "check_model_path",
+           "parse_generate"]
 
 
 BANNER = {"message": "HTTP Server for SAX Client"}
+INVALID = {"message": "Invalid Request"}
 DEFAULT_MODELS: frozenset[str] = frozenset({"/sax/test/toy"})
+#: The model path listcell reports for the models a target starts with (Sax's test LM).
+DEFAULT_MODEL_PATH = "saxml.server.pax.lm.params.lm_cloud.LmCloudSpmd2BTest"
 # Sax's rule for cell and model names (saxml/common/naming.go).
 _NAME = re.compile(r"^[a-z]+[a-z0-9-_]*$")
-# How Go prints Sax's canonical ErrNotFound, which the admin server wraps.
-_NOT_FOUND = "rpc error: code = NotFound desc = NotFound"
 _MAX_BODY = 1 << 20
 # Checked in order: the proxy's own name first.
 _MAX_TOKENS_KEYS = ("per_example_max_decode_steps", "max_tokens")
 
 
-class BadRequestError(ValueError):
-    """The request body cannot be served; the message goes back to the client."""
-
-
-class UnknownModelError(BadRequestError):
-    """The model is not published (or its path is not a Sax model path)."""
+class NotServedError(Exception):
+    """A path or method the proxy has no handler for."""
 
 
 def check_model_path(path: str) -> str:
@@ -116,42 +130,51 @@ def _integer(name: str, value: object) -> int:
 def parse_generate(body: bytes) -> GenerateRequest:
     """Validate a ``/generate`` body; raises ``BadRequestError``."""
     try:
-        params = json.loads(body)
+        value = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise BadRequestError(f"body is not valid JSON: {error}") from None
-    if not isinstance(params, dict):
+    if not isinstance(value, dict):
         raise BadRequestError("body must be a JSON object")
     for key in ("model", "query"):
-        if not isinstance(params.get(key), str):
+        if not isinstance(value.get(key), str):
             raise BadRequestError(f"{key!r} is required and must be a string")
-    extra = params.get("extra_inputs")
+    extra = value.get("extra_inputs")
     if extra is None:
         extra = {}
     if not isinstance(extra, dict):
         raise BadRequestError("extra_inputs must be a JSON object")
     max_tokens = next((_integer(key, extra[key]) for key in _MAX_TOKENS_KEYS
                        if extra.get(key) is not None), None)
-    return GenerateRequest(model=params["model"], query=params["query"],
-                           max_tokens=max_tokens)
+    return GenerateRequest(model=value["model"], query=value["query"], max_tokens=max_tokens)
 
 
 @dataclass
 class SaxmlApi:
-    """What the handler calls: generation plus the simulated decode time."""
+    """What the handler calls: the admin, generation and the simulated decode time."""
 
     ms_per_token: float = 1.0
     sleep: Callable[[float], None] = field(default=time.sleep)
-    #: The published model paths; a request for any other is refused.
+    #: Published and loaded at start; others can be published through ``/publish``.
     models: frozenset[str] = DEFAULT_MODELS
+    #: Real seconds from publishing a model until its replicas have loaded it.
+    load_seconds: float = 1.0
+    #: How long ``/generate`` waits for a published model to become servable.
+    pending_seconds: float = 30.0
+    admin: SaxmlAdmin = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.admin = SaxmlAdmin(load_seconds=self.load_seconds)
+        for model in self.models:
+            self.admin.preload(check_model_path(model), DEFAULT_MODEL_PATH)
 
     def generate(self, request: GenerateRequest) -> dict[str, Any]:
-        """The proxy's answer for a published model; raises UnknownModelError otherwise."""
-        if request.model not in self.models:
-            try:
-                check_model_path(request.model)
-            except ValueError as error:
-                raise UnknownModelError(str(error)) from None
-            raise UnknownModelError(f"model {request.model} not found: {_NOT_FOUND}")
+        """The proxy's answer for a servable model; raises BadRequestError otherwise
+        (UnknownModelError if it is not published)."""
+        try:
+            check_model_path(request.model)
+        except ValueError as error:
+            raise UnknownModelError(str(error)) from None
+        self.admin.await_servable(request.model, self.pending_seconds)
         generation = toy_lm.generate(request.query, request.max_tokens)
         self.sleep(toy_lm.generation_seconds(generation.num_output_tokens, self.ms_per_token))
         return {
@@ -159,6 +182,31 @@ class SaxmlApi:
             "num_input_tokens": generation.num_input_tokens,
             "num_output_tokens": generation.num_output_tokens,
         }
+
+    def handle(self, method: str, path: str, body: bytes) -> Any:
+        """The 200 answer of one request; BadRequestError for 400 ``{"Error": ...}``;
+        NotServedError for a path or method the proxy does not serve."""
+        if (method, path) == ("POST", "/generate"):
+            return self.generate(parse_generate(body))
+        if (method, path) in (("POST", "/publish"), ("PUT", "/update")):
+            verb = path.lstrip("/")
+            spec = parse_spec(body, verb)
+            (self.admin.publish if verb == "publish" else self.admin.update)(spec)
+            return {"model": spec.model, "path": spec.model_path,
+                    "checkpoint": spec.checkpoint, "replicas": spec.replicas}
+        if (method, path) == ("POST", "/unpublish"):
+            model = params(body, ("model",), "Provide model for unpublish")["model"]
+            self.admin.unpublish(model)
+            return {"model": model}
+        if (method, path) == ("GET", "/listcell"):
+            model = params(body, ("model",), "Provide model for list cell")["model"]
+            return self.admin.list_detail(check_full_name(model))
+        if (method, path) == ("GET", "/listall"):
+            cell = params(body, ("sax_cell",), "Provide sax_cell for listall")["sax_cell"]
+            return self.admin.list_all(cell)
+        if (method, path) == ("GET", "/"):
+            return BANNER
+        raise NotServedError(f"{method} {path}")
 
 
 class SaxmlHttpServer(ApiHttpServer[SaxmlApi]):
@@ -197,27 +245,27 @@ class _Handler(ApiRequestHandler):
     server_version = "sandbox-saxml-http"
 
     def do_GET(self) -> None:
-        if self._drain() is None:
-            return
-        if self.path == "/":
-            self._reply(200, BANNER)
-        else:
-            self._reply(404, {"error": f"no such path: {self.path}"})
+        self._serve("GET")
 
     def do_POST(self) -> None:
+        self._serve("POST")
+
+    def do_PUT(self) -> None:
+        self._serve("PUT")
+
+    def _serve(self, method: str) -> None:
         body = self._drain()
         if body is None:
             return
-        if self.path != "/generate":
-            self._reply(404, {"error": f"no such path: {self.path}"})
-            return
         try:
-            answer = self.server.api.generate(parse_generate(body))
+            answer = self.server.api.handle(method, self.path, body)
         except BadRequestError as error:
-            # The proxy's error_res: every failure of /generate, unknown models included.
+            # The proxy's error_res: every failure, unknown models included.
             self._reply(400, {"Error": str(error)})
-            return
-        self._reply(200, answer)
+        except NotServedError:
+            self._reply(400, INVALID)
+        else:
+            self._reply(200, answer)
 
     def _drain(self) -> bytes | None:
         """Read the body; None (after answering 413) if it is too large to read."""

@@ -56,6 +56,12 @@ _KNOWN: dict[tuple[str, str], ResourceInfo] = {
     ("apps", "statefulsets"): ResourceInfo("StatefulSet", True, "statefulset", ("sts",)),
     ("apps", "daemonsets"): ResourceInfo("DaemonSet", True, "daemonset", ("ds",)),
     ("apps", "replicasets"): ResourceInfo("ReplicaSet", True, "replicaset", ("rs",)),
+    ("autoscaling", "horizontalpodautoscalers"): ResourceInfo(
+        "HorizontalPodAutoscaler", True, "horizontalpodautoscaler", ("hpa",)
+    ),
+    ("monitoring.googleapis.com", "podmonitorings"): ResourceInfo(
+        "PodMonitoring", True, "podmonitoring"
+    ),
     ("coordination.k8s.io", "leases"): ResourceInfo("Lease", True, "lease"),
     ("scheduling.k8s.io", "priorityclasses"): ResourceInfo(
         "PriorityClass", False, "priorityclass", ("pc",)
@@ -248,6 +254,8 @@ _PREFERRED_VERSIONS: dict[str, str] = {
     "apiextensions.k8s.io": "v1",
     "rbac.authorization.k8s.io": "v1",
     "authorization.k8s.io": "v1",
+    "autoscaling": "v2",
+    "monitoring.googleapis.com": "v1",
     "jobset.x-k8s.io": "v1alpha2",
     "kueue.x-k8s.io": "v1beta1",
     "autoscaling.x-k8s.io": "v1beta1",

@@ -38,11 +38,17 @@ class Probe:
 
 
 def _namespaces(rule: KubeRule, config: AccelopsConfig) -> set[str] | None:
-    """Namespaces a rule covers; None for every namespace (cluster scope)."""
+    """Namespaces a rule covers; None for every namespace (cluster scope). A Saxml
+    rule covers nothing while serving.saxml_team is unset (no RoleBinding)."""
     if rule.scope == "cluster":
         return None
     if rule.scope == "state_namespace":
         return {config.slices.state_namespace}
+    if rule.scope == "serving_namespace":
+        return {config.serving.namespace}
+    if rule.scope == "saxml_namespace":
+        team = config.teams.get(config.serving.saxml_team or "")
+        return set() if team is None else {team.namespace}
     return {team.namespace for team in config.teams.values()}
 
 
@@ -64,11 +70,11 @@ def allowed_by_definition(spec: Function, probe: Probe, config: AccelopsConfig) 
 
 def probes(spec: Function, config: AccelopsConfig) -> list[Probe]:
     """Every verb on every resource any function uses (and a few sensitive ones), at
-    cluster scope, in the state namespace and in each team namespace; plus named
-    probes for rules limited to named objects."""
+    cluster scope, in the state namespace, the serving namespace and each team
+    namespace; plus named probes for rules limited to named objects."""
     kinds = {(rule.api_group, resource) for f in system.FUNCTIONS for rule in f.kube_rules
              for resource in rule.resources} | set(SENSITIVE)
-    namespaces = ["", config.slices.state_namespace,
+    namespaces = ["", config.slices.state_namespace, config.serving.namespace,
                   *sorted({t.namespace for t in config.teams.values()})]
     found = [Probe(verb, group, resource, namespace)
              for group, resource in sorted(kinds) for verb in VERBS for namespace in namespaces]

@@ -84,10 +84,19 @@ def cmd_generate(args: argparse.Namespace) -> int:
 def cmd_render(args: argparse.Namespace) -> int:
     from shared.config import load_config
     from shared.deployment.manifests import overlay_files
+    from shared.deployment.serving import (
+        DEFAULT_ADMIN_IMAGE,
+        DEFAULT_PROXY_IMAGE,
+        SaxmlSite,
+        sax_bucket_name,
+    )
 
     config = load_config(args.config)
     out = Path(args.out)
-    written = write_files(out, overlay_files(config, args.project, out, repo_root()),
+    site = SaxmlSite(args.sax_bucket or sax_bucket_name(args.project),
+                     args.saxml_admin_image or DEFAULT_ADMIN_IMAGE,
+                     args.saxml_proxy_image or DEFAULT_PROXY_IMAGE)
+    written = write_files(out, overlay_files(config, args.project, out, repo_root(), site),
                           check=False)
     print("\n".join(f"wrote {out / name}" for name in written) or f"{out} was current")
     print(f"apply with: kubectl apply --server-side -k {out}")
@@ -154,12 +163,22 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     manifests = sub.add_parser("manifests", help="Kubernetes manifests").add_subparsers(
         dest="manifests_command", required=True, metavar="ACTION")
     render = manifests.add_parser(
-        "render", help="write a kustomize overlay (team namespaces, Kueue queues, RBAC "
-                       "bindings) for a config and project")
+        "render", help="write a kustomize overlay (team namespaces, Kueue queues, the "
+                       "serving namespace and Sax cell, RBAC bindings) for a config and "
+                       "project")
     render.add_argument("--config", required=True, help="the team config YAML")
     render.add_argument("--project", required=True,
                         help="the Google Cloud project of the functions' service accounts")
     render.add_argument("--out", required=True, help="overlay directory to write")
+    render.add_argument("--sax-bucket",
+                        help="bucket of the Sax cell's state (Terraform output "
+                             "model_serving.sax_bucket; default: PROJECT-accelops-sax)")
+    render.add_argument("--saxml-admin-image",
+                        help="Sax admin server image (default: sax-admin-server of "
+                             "shared/deployment/serving.py)")
+    render.add_argument("--saxml-proxy-image",
+                        help="Saxml HTTP proxy image (default: sax-http of "
+                             "shared/deployment/serving.py)")
     render.set_defaults(func=cmd_render)
 
     doctor = sub.add_parser(

@@ -4,7 +4,8 @@ print each problem with its fix.
 Pub/Sub: every topic exists, every push subscription points at its function with
 the definition's ack deadline, retry and dead-letter policy. Kubernetes: the
 cluster answers, every configured team has its namespace, LocalQueue and
-ClusterQueue, the ResourceFlavors and priority classes exist. Identities: each
+ClusterQueue, the ResourceFlavors and priority classes exist, and the serving
+namespace holds the model servers' service accounts and the Sax cell. Identities: each
 function's identity may do what its code needs and nothing else of the same kinds
 (SubjectAccessReview, asked as the cluster's own authorizer answers it). BigQuery:
 the tables carry every column of the schema and the views exist.
@@ -164,6 +165,32 @@ def _kubernetes(expect: Expectations) -> list[Finding]:
         for flavor in _queue_flavors(queues.get(wanted)):
             if flavor not in flavors:
                 found.append(exists(f"ResourceFlavor {flavor} (of {wanted})", False))
+    return found + _serving(kube, expect.config, names, exists)
+
+
+def _serving(kube: Any, config: AccelopsConfig, namespaces: set[str],
+             exists: Callable[[str, bool], Finding]) -> list[Finding]:
+    """The serving namespace, the servers' service accounts, the Sax cell."""
+    from shared.deployment.serving import SAXML_ADMIN, SAXML_PROXY, identity_namespaces
+    from shared.kube import DEPLOYMENTS, Resource
+
+    namespace = config.serving.namespace
+    found = [exists(f"namespace {namespace} (serving)", namespace in namespaces)]
+    if namespace not in namespaces:
+        return found
+    accounts = Resource("", "v1", "serviceaccounts")
+    # An unknown saxml_team is refused by `accelops manifests render`: check the
+    # serving namespace's accounts only.
+    known = config.serving.saxml_team is None or config.serving.saxml_team in config.teams
+    for spec in system.WORKLOAD_IDENTITIES:
+        for where in identity_namespaces(spec, config) if known else [namespace]:
+            present = where in namespaces and kube.find(
+                accounts, spec.kubernetes_service_account, where) is not None
+            found.append(exists(f"ServiceAccount {where}/{spec.kubernetes_service_account}",
+                                present))
+    found += [exists(f"Deployment {namespace}/{name}",
+                     kube.find(DEPLOYMENTS, name, namespace) is not None)
+              for name in (SAXML_ADMIN, SAXML_PROXY)]
     return found
 
 

@@ -8,9 +8,10 @@ name, and a ClusterRole (and Role) per function from its ``kube_rules``.
 A deployment's overlay comes from its team config and project
 (``accelops manifests render --config C --project P --out DIR``): one namespace per
 team with Pod Security Admission labels, its ClusterQueue (TPU quota from the
-team's ``tpu_chips``) and LocalQueue, and the bindings that give each function's
-Google service account (a Kubernetes user named by its email on GKE) its roles.
-Queues and config therefore cannot drift: both come from the same file. Pure.
+team's ``tpu_chips``) and LocalQueue, the serving namespace with the model servers'
+service accounts and the Sax cell (``serving.py``), and the bindings that give each
+function's Google service account (a Kubernetes user named by its email on GKE) its
+roles. Queues and config therefore cannot drift: both come from the same file. Pure.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import yaml
 from shared.config import AccelopsConfig, TeamPolicy
 from shared.deployment import system
 from shared.deployment.model import Function, KubeRule
+from shared.deployment.serving import SaxmlSite, sax_bucket_name, serving_objects
 from shared.errors import ConfigError
 from shared.tpu import catalogue, lookup
 
@@ -68,10 +70,14 @@ def _meta(name: str, namespace: str | None = None, **labels: str) -> dict[str, A
     return meta
 
 
+_ROLE_SUFFIX = {"cluster": "", "state_namespace": "-state", "team_namespaces": "-team",
+                "serving_namespace": "-serving", "saxml_namespace": "-saxml"}
+
+
 def role_name(spec: Function, scope: str) -> str:
-    """``accelops-<function>`` for its cluster rules, ``...-state`` and ``...-team``."""
-    suffix = {"cluster": "", "state_namespace": "-state", "team_namespaces": "-team"}[scope]
-    return f"accelops-{spec.name.replace('_', '-')}{suffix}"
+    """``accelops-<function>`` for its cluster rules, ``...-state``, ``...-team``,
+    ``...-serving`` and ``...-saxml`` for the rules of those namespaces."""
+    return f"accelops-{spec.name.replace('_', '-')}{_ROLE_SUFFIX[scope]}"
 
 
 def _rules(rules: Iterable[KubeRule]) -> list[dict[str, Any]]:
@@ -93,8 +99,9 @@ def _scopes(spec: Function) -> dict[str, list[KubeRule]]:
 
 
 def _roles() -> list[dict[str, Any]]:
-    """ClusterRoles for cluster and team rules (a team's RoleBinding refers to one);
-    a Role in accelops-system for state rules."""
+    """ClusterRoles for cluster rules and for the rules of namespaces the config
+    names (a RoleBinding in each refers to one); a Role in accelops-system for
+    state rules."""
     objects = []
     for spec in system.FUNCTIONS:
         for scope, rules in _scopes(spec).items():
@@ -183,6 +190,18 @@ def _binding(kind: str, name: str, role_kind: str, role: str, user: str,
                           "name": user}]}
 
 
+def _binding_namespaces(scope: str, config: AccelopsConfig) -> list[str]:
+    """Where a RoleBinding of a namespaced scope goes (none for an unset Saxml team)."""
+    if scope == "state_namespace":
+        return [config.slices.state_namespace]
+    if scope == "serving_namespace":
+        return [config.serving.namespace]
+    if scope == "saxml_namespace":
+        team = config.serving.saxml_team
+        return [] if team is None else [config.teams[team].namespace]
+    return [team.namespace for team in config.teams.values()]
+
+
 def _bindings(config: AccelopsConfig, project: str) -> list[dict[str, Any]]:
     objects = []
     for spec in system.FUNCTIONS:
@@ -191,33 +210,62 @@ def _bindings(config: AccelopsConfig, project: str) -> list[dict[str, Any]]:
             role = role_name(spec, scope)
             if scope == "cluster":
                 objects.append(_binding("ClusterRoleBinding", role, "ClusterRole", role, user))
-            elif scope == "state_namespace":
-                objects.append(_binding("RoleBinding", role, "Role", role, user,
-                                        config.slices.state_namespace))
-            else:
-                objects += [_binding("RoleBinding", role, "ClusterRole", role, user,
-                                     team.namespace) for team in config.teams.values()]
+                continue
+            kind = "Role" if scope == "state_namespace" else "ClusterRole"
+            objects += [_binding("RoleBinding", role, kind, role, user, namespace)
+                        for namespace in _binding_namespaces(scope, config)]
     return objects
 
 
-def overlay_files(config: AccelopsConfig, project: str, out_dir: Path,
-                  repo_root: Path) -> dict[str, str]:
-    """A kustomize overlay for this config and project (path → content), with the base
-    referred to relative to ``out_dir`` (kustomize wants relative paths)."""
+def _check(config: AccelopsConfig) -> None:
+    """Refuse a config the base and Terraform were not made for (ConfigError)."""
     if config.slices.state_namespace != system.STATE_NAMESPACE:
         raise ConfigError(
             f"slices.state_namespace {config.slices.state_namespace!r}: the manifests "
             f"create {system.STATE_NAMESPACE!r}; use it or adapt manifests/base",
             field="slices.state_namespace")
+    serving = config.serving
+    # Terraform's Workload Identity bindings name these (terraform/generated).
+    fixed = {"serving.namespace": (serving.namespace, system.SERVING_NAMESPACE)}
+    fixed |= {f"serving.{spec.name}_service_account":
+              (getattr(serving, f"{spec.name}_service_account"),
+               spec.kubernetes_service_account) for spec in system.WORKLOAD_IDENTITIES}
+    for field, (got, defined) in fixed.items():
+        if got != defined:
+            raise ConfigError(
+                f"{field} {got!r}: Terraform binds Workload Identity for {defined!r} "
+                "(shared/deployment/system.py); use it or change the definition",
+                field=field)
+    if serving.namespace in {t.namespace for t in config.teams.values()}:
+        raise ConfigError(f"serving.namespace {serving.namespace!r} is also a team's "
+                          "namespace; model servers get a namespace of their own",
+                          field="serving.namespace")
+    if serving.saxml_team is not None and serving.saxml_team not in config.teams:
+        raise ConfigError(f"serving.saxml_team {serving.saxml_team!r} is not a team of "
+                          f"this config (teams: {sorted(config.teams)})",
+                          field="serving.saxml_team")
+
+
+def overlay_files(config: AccelopsConfig, project: str, out_dir: Path,
+                  repo_root: Path, site: SaxmlSite | None = None) -> dict[str, str]:
+    """A kustomize overlay for this config and project (path → content), with the base
+    referred to relative to ``out_dir`` (kustomize wants relative paths). ``site``:
+    the Sax cell's bucket and images (default: the bucket Terraform names for the
+    project). Raises ConfigError for a config the definition cannot deploy."""
+    _check(config)
     base = os.path.relpath(repo_root / BASE_DIR, out_dir.resolve())
     teams = [obj for name, team in sorted(config.teams.items())
              for obj in _team_objects(name, team)]
+    serving = serving_objects(config, project, site or SaxmlSite(sax_bucket_name(project)),
+                              POD_SECURITY)
     header = ("# Generated by `accelops manifests render` from the team config; "
               "do not edit (render again).\n")
     return {
         "teams.yaml": header + _yaml(teams),
+        "serving.yaml": header + _yaml(serving),
         "bindings.yaml": header + _yaml(_bindings(config, project)),
         "kustomization.yaml": header + yaml.safe_dump({
             "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
-            "resources": [base, "teams.yaml", "bindings.yaml"]}, sort_keys=False),
+            "resources": [base, "teams.yaml", "serving.yaml", "bindings.yaml"]},
+            sort_keys=False),
     }

@@ -17,17 +17,26 @@ __all__ = [
     "Retry",
     "SchedulerJob",
     "Service",
+    "StorageTrigger",
+    "WorkloadIdentity",
     "service_account_id",
 ]
 
 # Where a Google Cloud grant applies. Everything is as narrow as the API allows:
 # a topic, the dataset, a bucket; "project" only for the custom roles and for
-# permissions that exist at project level alone (BigQuery jobs).
+# permissions that exist at project level alone (BigQuery jobs). The releases
+# bucket is the models bucket unless the config names another
+# (serving.releases_bucket); the Sax bucket holds the Saxml admin server's state.
 GrantScope = Literal["project", "topic", "dataset", "config_bucket", "models_bucket",
-                     "node_service_account"]
+                     "releases_bucket", "sax_bucket", "node_service_account"]
 # Where a Kubernetes rule applies: the whole cluster (a ClusterRoleBinding), the
-# namespace of accelops' own state, or every team namespace (a RoleBinding in each).
-KubeScope = Literal["cluster", "state_namespace", "team_namespaces"]
+# namespace of accelops' own state, every team namespace (a RoleBinding in each),
+# the serving namespace (serving.namespace), or the namespace of the team Saxml
+# model servers are queued through (serving.saxml_team; none when unset).
+KubeScope = Literal["cluster", "state_namespace", "team_namespaces", "serving_namespace",
+                    "saxml_namespace"]
+# Where a workload identity's Kubernetes service account lives.
+IdentityScope = Literal["serving_namespace", "saxml_namespace"]
 
 _SERVICE_ACCOUNT_ID = re.compile(r"^[a-z][-a-z0-9]{4,28}[a-z0-9]$")
 
@@ -87,8 +96,31 @@ class KubeRule:
 
 
 @dataclass(frozen=True, slots=True)
+class StorageTrigger:
+    """Object-finalize events of a bucket, delivered to a function.
+
+    Production offers two routes (Terraform's ``model_upload_route``): an Eventarc
+    trigger on the bucket (``event_type``; Eventarc cannot filter by object name, so
+    every object of the bucket arrives and the function ignores names outside
+    ``object_prefix``), or the bucket's Cloud Storage Pub/Sub notifications for
+    ``object_prefix`` (``notification_event``) to the function's trigger topic,
+    delivered by its push subscription. The sandbox always takes the second route.
+    """
+
+    bucket: Literal["models_bucket"]
+    object_prefix: str
+    event_type: str = "google.cloud.storage.object.v1.finalized"
+    notification_event: str = "OBJECT_FINALIZE"
+
+    def __post_init__(self) -> None:
+        if not self.object_prefix.endswith("/"):
+            raise ValueError("object_prefix names a folder: it ends with '/'")
+
+
+@dataclass(frozen=True, slots=True)
 class Function:
-    """A Cloud Run function (gen2) push-subscribed to one topic."""
+    """A Cloud Run function (gen2) push-subscribed to one topic (and, with a
+    ``storage_trigger``, optionally fed by an Eventarc trigger instead)."""
 
     name: str  # the entry point in functions/main.py
     description: str
@@ -105,6 +137,10 @@ class Function:
     publishes_to: tuple[str, ...] = ()  # topic ids; each has a publisher grant
     cpu: str = "1"
     sandbox_part: str = "jobs"
+    storage_trigger: StorageTrigger | None = None
+    # Calls an address inside the cluster's VPC (not only Google APIs), so in
+    # production it needs a route there (Terraform's ``vpc_connector``).
+    vpc_egress: bool = False
 
     def __post_init__(self) -> None:
         if self.timeout_seconds > self.retry.ack_deadline_seconds:
@@ -134,6 +170,23 @@ class Service:
     env: tuple[str, ...]
     grants: tuple[Grant, ...] = ()
     publishes_to: tuple[str, ...] = ()
+
+    @property
+    def service_account(self) -> str:
+        return service_account_id(self.name)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadIdentity:
+    """A Google service account that Pods run as through Workload Identity: a
+    Kubernetes service account (in each namespace of ``scopes``) annotated with
+    the Google account's email, which may impersonate it."""
+
+    name: str  # accelops-<name>
+    description: str
+    kubernetes_service_account: str
+    scopes: tuple[IdentityScope, ...]
+    grants: tuple[Grant, ...] = ()
 
     @property
     def service_account(self) -> str:

@@ -4,7 +4,7 @@ definition (``accelops deploy generate`` keeps it current; a test checks it). Pu
 from __future__ import annotations
 
 from shared.deployment import system
-from shared.deployment.model import Function, Grant, Service
+from shared.deployment.model import Function, Grant, Service, WorkloadIdentity
 
 __all__ = ["BEGIN", "END", "permissions_table", "replace_block"]
 
@@ -17,8 +17,13 @@ _SCOPES = {
     "dataset": "the metrics dataset",
     "config_bucket": "the config bucket",
     "models_bucket": "the models bucket",
+    "releases_bucket": "the releases bucket",
+    "sax_bucket": "the Sax bucket",
     "node_service_account": "the node service account",
 }
+_WHERE = {"cluster": "all namespaces", "state_namespace": "`accelops-system`",
+          "team_namespaces": "each team namespace", "serving_namespace": "the serving namespace",
+          "saxml_namespace": "the Saxml team's namespace"}
 
 
 def _grant(grant: Grant) -> tuple[str, str]:
@@ -26,19 +31,22 @@ def _grant(grant: Grant) -> tuple[str, str]:
     return f"{role} on {_SCOPES[grant.scope].format(target=grant.target)}", grant.why
 
 
-def _rows(part: Function | Service) -> list[str]:
+def _rows(part: Function | Service | WorkloadIdentity) -> list[str]:
+    publishes = () if isinstance(part, WorkloadIdentity) else part.publishes_to
     publish = tuple(Grant("roles/pubsub.publisher", "topic", f"publish to {topic}", topic)
-                    for topic in part.publishes_to)
+                    for topic in publishes)
     rows = [_grant(g) for g in (*part.grants, *publish)]
     if isinstance(part, Function):
         for rule in part.kube_rules:
             what = ", ".join(f"{r}.{rule.api_group}" if rule.api_group else r
                              for r in rule.resources)
             names = f" named {', '.join(rule.resource_names)}" if rule.resource_names else ""
-            where = {"cluster": "all namespaces", "state_namespace": "`accelops-system`",
-                     "team_namespaces": "each team namespace"}[rule.scope]
-            rows.append((f"Kubernetes: {'/'.join(rule.verbs)} {what}{names} in {where}",
-                         rule.why))
+            rows.append((f"Kubernetes: {'/'.join(rule.verbs)} {what}{names} in "
+                         f"{_WHERE[rule.scope]}", rule.why))
+    if isinstance(part, WorkloadIdentity):
+        where = " and ".join(_WHERE[scope] for scope in part.scopes)
+        rows.append((f"Workload Identity: Kubernetes service account "
+                     f"`{part.kubernetes_service_account}` in {where}", part.description))
     account = f"`{part.service_account}`"
     return [f"| {account if i == 0 else ''} | {grant} | {why} |"
             for i, (grant, why) in enumerate(rows)] or [f"| {account} | (none) | |"]
@@ -46,11 +54,16 @@ def _rows(part: Function | Service) -> list[str]:
 
 def permissions_table() -> str:
     lines = ["| service account | permission | needed by |", "| --- | --- | --- |"]
-    parts: list[Function | Service] = [*system.FUNCTIONS, *system.SERVICES]
+    parts: list[Function | Service | WorkloadIdentity] = [
+        *system.FUNCTIONS, *system.SERVICES, *system.WORKLOAD_IDENTITIES]
     for part in parts:
         lines += _rows(part)
     lines.append(f"| `{system.PUSH_INVOKER}` | `roles/run.invoker` on each function | "
                  "Pub/Sub signs its pushes as this account (OIDC) |")
+    lines.append(f"| `{system.EVENTARC_INVOKER}` | `roles/eventarc.eventReceiver` on project, "
+                 "`roles/run.invoker` on each function fed by an Eventarc trigger | "
+                 "Eventarc delivers bucket events as this account (model_upload_route "
+                 "`eventarc`) |")
     return "\n".join(lines)
 
 

@@ -2,7 +2,8 @@
 
 Every function with its trigger, push subscription, retry and dead-letter policy,
 size, service account and the exact permissions its code uses; the Cloud Run
-services; the scheduler job; the log sink; the custom roles. Terraform reads the
+services; the scheduler jobs; the log sink; the custom roles; the identities the
+model servers run as (Workload Identity). Terraform reads the
 JSON that ``accelops deploy generate`` writes from this module (committed under
 ``terraform/generated/``, checked for staleness by a test), the Kubernetes RBAC in
 ``manifests/`` is rendered from it, and the sandbox provisions Pub/Sub from it.
@@ -13,7 +14,7 @@ to), so a topic is spelled once.
 
 from __future__ import annotations
 
-from shared.config import SliceConfig, Topics
+from shared.config import ServingConfig, SliceConfig, Topics
 from shared.deployment.model import (
     CustomRole,
     Function,
@@ -23,24 +24,34 @@ from shared.deployment.model import (
     Retry,
     SchedulerJob,
     Service,
+    StorageTrigger,
+    WorkloadIdentity,
 )
+from shared.serving.convention import MODELS_PREFIX
 from shared.slices.record import RECORD_NAME
 
 __all__ = [
     "CUSTOM_ROLES",
+    "EVENTARC_INVOKER",
     "FUNCTIONS",
     "LOG_SINKS",
     "PUSH_INVOKER",
     "SCHEDULER_JOBS",
     "SERVICES",
+    "SERVING_NAMESPACE",
     "TOPICS",
+    "WORKLOAD_IDENTITIES",
     "dead_letter_topics",
     "function",
     "topics",
 ]
 
 _T = Topics()
+_SERVING = ServingConfig()
 STATE_NAMESPACE = SliceConfig().state_namespace
+# The manifests and Terraform's Workload Identity bindings name these; a config
+# that changes them is refused by `accelops manifests render` (manifests.py).
+SERVING_NAMESPACE = _SERVING.namespace
 
 # Retry for a minute or so at first, then every ten minutes, for about an hour in
 # all, before a message goes to its dead-letter topic: long enough to ride out a
@@ -55,6 +66,14 @@ _CLUSTER_ENV = (*_CONFIG_ENV, "ACCELOPS_LOCATION", "ACCELOPS_CLUSTER")
 
 _READ_CONFIG = Grant("roles/storage.objectViewer", "config_bucket",
                      "read ACCELOPS_CONFIG from gs:// (shared/config.py, shared/storage.py)")
+_CLUSTER_ACCESS = Grant("accelopsClusterAccess", "project",
+                        "get_cluster for the endpoint and CA (shared/gke.py), then the "
+                        "Kubernetes API (shared/kube.py)")
+# Server-side apply (PATCH with application/apply-patch+yaml) creates or updates;
+# the API server asks for "patch", and "create" when the object does not exist yet.
+_APPLY = ("get", "create", "patch")
+# Server-side apply of objects the code never reads back: patch, and create when absent.
+_APPLY_NEW = ("create", "patch")
 
 CUSTOM_ROLES: tuple[CustomRole, ...] = (
     CustomRole(
@@ -83,12 +102,7 @@ FUNCTIONS: tuple[Function, ...] = (
         memory="512Mi", timeout_seconds=60, concurrency=1, max_instances=20,
         env=_CLUSTER_ENV,
         publishes_to=(_T.rejections, _T.slices_reconcile),
-        grants=(
-            Grant("accelopsClusterAccess", "project",
-                  "get_cluster for the endpoint and CA (shared/gke.py), then the "
-                  "Kubernetes API (shared/kube.py)"),
-            _READ_CONFIG,
-        ),
+        grants=(_CLUSTER_ACCESS, _READ_CONFIG),
         kube_rules=(
             KubeRule("jobset.x-k8s.io", ("jobsets",), ("list",), "cluster",
                      "find every JobSet of a request id, in any team namespace "
@@ -155,6 +169,98 @@ FUNCTIONS: tuple[Function, ...] = (
         ),
         sandbox_part="metrics",
     ),
+    Function(
+        name="deploy_model",
+        description="A model version's deploy.yaml finalized in the models bucket: copy "
+                    "the version to an immutable release and start its rollout.",
+        trigger_topic=_T.model_uploads,
+        dead_letter_topic=f"{_T.model_uploads}-dead-letter",
+        # It copies, writes the ledger and applies objects, then returns: it never
+        # waits for pods (reconcile_models does), so 60 s is ample.
+        retry=Retry(ack_deadline_seconds=60, **_PRODUCTION_RETRY),
+        memory="512Mi", timeout_seconds=60, concurrency=1, max_instances=5,
+        env=_CLUSTER_ENV,
+        storage_trigger=StorageTrigger("models_bucket", MODELS_PREFIX),
+        publishes_to=(_T.model_rollouts,),
+        grants=(
+            _CLUSTER_ACCESS,
+            _READ_CONFIG,
+            Grant("roles/storage.objectViewer", "models_bucket",
+                  "read deploy.yaml and each listed file's metadata (size, checksums) "
+                  "in the upload (shared/serving, shared/storage.py)"),
+            Grant("roles/storage.objectViewer", "releases_bucket",
+                  "see which files of a release were already copied (shared/storage.py "
+                  "object_info)"),
+            Grant("roles/storage.objectCreator", "releases_bucket",
+                  "copy the version into releases/ server-side, never overwriting "
+                  "(if_generation_match=0, so no delete is needed; shared/storage.py "
+                  "copy_once)"),
+        ),
+        kube_rules=(
+            KubeRule("", ("configmaps",), ("get", "create", "update"), "serving_namespace",
+                     "the model's rollout ledger accelops-model-<model> "
+                     "(shared/serving/ledger.py)"),
+            KubeRule("apps", ("deployments",), _APPLY, "serving_namespace",
+                     "apply the Triton Deployment of a release, server-side "
+                     "(shared/serving/rollout.py apply_release)"),
+            KubeRule("", ("services",), _APPLY_NEW, "serving_namespace",
+                     "apply the model's Service"),
+            KubeRule("autoscaling", ("horizontalpodautoscalers",), _APPLY_NEW,
+                     "serving_namespace", "apply the model's HorizontalPodAutoscaler"),
+            KubeRule("monitoring.googleapis.com", ("podmonitorings",), _APPLY_NEW,
+                     "serving_namespace",
+                     "apply the PodMonitoring that scrapes the servers' metrics"),
+            KubeRule("jobset.x-k8s.io", ("jobsets",), ("create",), "saxml_namespace",
+                     "create the Saxml model-server JobSet in the queue of "
+                     "serving.saxml_team (shared/serving/saxml_rollout.py)"),
+        ),
+        sandbox_part="serving",
+    ),
+    Function(
+        name="reconcile_models",
+        description="A tick or a started rollout: observe rollouts in progress, finish "
+                    "the healthy ones and roll back the failed or stuck ones.",
+        trigger_topic=_T.model_rollouts,
+        dead_letter_topic=f"{_T.model_rollouts}-dead-letter",
+        # Ticks come every minute: a failed one is superseded by the next.
+        retry=Retry(ack_deadline_seconds=60, minimum_backoff_seconds=10,
+                    maximum_backoff_seconds=60, max_delivery_attempts=5),
+        memory="512Mi", timeout_seconds=60, concurrency=1, max_instances=1,
+        # ACCELOPS_SAXML_PROXY: where the Saxml HTTP proxy answers. It publishes,
+        # checks and unpublishes Saxml versions there: the proxy is an internal load
+        # balancer in the cluster's VPC (shared/deployment/serving.py).
+        env=(*_CLUSTER_ENV, "ACCELOPS_SAXML_PROXY"),
+        vpc_egress=True,
+        grants=(_CLUSTER_ACCESS, _READ_CONFIG),
+        kube_rules=(
+            KubeRule("", ("configmaps",), ("list", "get", "update"), "serving_namespace",
+                     "find the rollouts in progress and record their outcome in each "
+                     "model's ledger (shared/serving/ledger.py)"),
+            KubeRule("apps", ("deployments",), ("get", "create", "patch"),
+                     "serving_namespace",
+                     "read a rollout's progress (shared/serving/rollout.py observe); roll "
+                     "back by applying the previous release again (apply_release)"),
+            KubeRule("", ("services",), _APPLY_NEW, "serving_namespace",
+                     "roll back: apply the previous release's Service again"),
+            KubeRule("autoscaling", ("horizontalpodautoscalers",), _APPLY_NEW,
+                     "serving_namespace",
+                     "roll back: apply the previous release's HorizontalPodAutoscaler again"),
+            KubeRule("monitoring.googleapis.com", ("podmonitorings",), _APPLY_NEW,
+                     "serving_namespace",
+                     "roll back: apply the previous release's PodMonitoring again"),
+            KubeRule("", ("pods",), ("list",), "serving_namespace",
+                     "restarts and readiness of a new release's Triton pods "
+                     "(shared/serving/rollout.py)"),
+            KubeRule("jobset.x-k8s.io", ("jobsets",), ("list", "delete"),
+                     "saxml_namespace",
+                     "follow Saxml model-server JobSets; delete those of a retired or "
+                     "rolled-back version (shared/serving/saxml_rollout.py)"),
+            KubeRule("", ("pods",), ("list",), "saxml_namespace",
+                     "whether a Saxml version's model servers run "
+                     "(shared/serving/saxml_rollout.py)"),
+        ),
+        sandbox_part="serving",
+    ),
 )
 
 SERVICES: tuple[Service, ...] = (
@@ -188,6 +294,12 @@ SCHEDULER_JOBS: tuple[SchedulerJob, ...] = (
                     "change a missed trigger would have announced.",
         attributes={"trigger": "schedule"},
     ),
+    SchedulerJob(
+        name="reconcile-models-every-minute", every_minutes=1, topic=_T.model_rollouts,
+        description="The level-triggered check of model rollouts: finishes or rolls back "
+                    "each one even when no event announces its change.",
+        attributes={"trigger": "schedule"},
+    ),
 )
 
 LOG_SINKS: tuple[LogSink, ...] = (
@@ -201,9 +313,42 @@ LOG_SINKS: tuple[LogSink, ...] = (
     ),
 )
 
+# The identities the model servers run as (Workload Identity). Servers only read
+# releases: a release is immutable once copied, and nothing a server does can
+# change what another rollout deploys.
+WORKLOAD_IDENTITIES: tuple[WorkloadIdentity, ...] = (
+    WorkloadIdentity(
+        name="triton",
+        description="Triton inference servers: load model repositories of releases.",
+        kubernetes_service_account=_SERVING.triton_service_account,
+        scopes=("serving_namespace",),
+        grants=(Grant("roles/storage.objectViewer", "releases_bucket",
+                      "load the model repository of a release (--model-repository "
+                      "gs://.../releases/...)"),),
+    ),
+    WorkloadIdentity(
+        name="saxml",
+        description="The Saxml admin server, HTTP proxy and model servers.",
+        kubernetes_service_account=_SERVING.saxml_service_account,
+        # The admin server and proxy run in the serving namespace; model servers are
+        # JobSets queued in the Saxml team's namespace.
+        scopes=("serving_namespace", "saxml_namespace"),
+        grants=(
+            Grant("roles/storage.objectViewer", "releases_bucket",
+                  "model servers load a release's checkpoint"),
+            Grant("roles/storage.objectAdmin", "sax_bucket",
+                  "the admin server rewrites its state and address under sax-root/; "
+                  "the proxy and model servers read them to find it"),
+        ),
+    ),
+)
+
 # The identity Pub/Sub signs its push requests as (OIDC), allowed to invoke each
 # function and nothing else.
 PUSH_INVOKER = "accelops-pubsub-push"
+# The identity Eventarc triggers deliver as: may receive events (project-level
+# role, the only level it exists at) and invoke the functions it feeds.
+EVENTARC_INVOKER = "accelops-eventarc"
 
 
 def function(name: str) -> Function:

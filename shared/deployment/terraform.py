@@ -1,10 +1,11 @@
 """What Terraform reads from the one definition: ``terraform/generated/``.
 
-``system.json`` (functions, services, topics, scheduler jobs, log sinks, custom
-roles, the dataset), one BigQuery JSON schema per table and one SQL template per
-view. The files are committed; ``accelops deploy generate`` rewrites them and
-``accelops deploy generate --check`` (run by the test suite) fails when they are
-stale. Pure: returns file contents, writes nothing.
+``system.json`` (functions, their storage triggers, services, topics, scheduler
+jobs, log sinks, custom roles, the serving identities, the dataset), one BigQuery
+JSON schema per table and one SQL template per view. The files are committed;
+``accelops deploy generate`` rewrites them and ``accelops deploy generate --check``
+(run by the test suite) fails when they are stale. Pure: returns file contents,
+writes nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from shared.config import MetricsConfig
 from shared.deployment import system
-from shared.deployment.model import Function, Grant, Service
+from shared.deployment.model import Function, Grant, Service, WorkloadIdentity
 
 __all__ = ["GENERATED_DIR", "generated_files"]
 
@@ -52,7 +53,29 @@ def _function(spec: Function) -> dict[str, Any]:
         "concurrency": spec.concurrency,
         "max_instances": spec.max_instances,
         "env": list(spec.env),
+        "vpc_egress": spec.vpc_egress,
         "grants": _grants(spec.grants, spec.publishes_to),
+    }
+
+
+def _storage_triggers() -> dict[str, Any]:
+    """Per function fed by bucket events: the bucket, the object prefix the Pub/Sub
+    notification route filters on, the event of each route, and the topic the
+    notifications go to (the function's trigger topic)."""
+    return {f.name: {"bucket": t.bucket, "object_prefix": t.object_prefix,
+                     "event_type": t.event_type,
+                     "notification_event": t.notification_event,
+                     "topic": f.trigger_topic}
+            for f in system.FUNCTIONS if (t := f.storage_trigger) is not None}
+
+
+def _identity(spec: WorkloadIdentity) -> dict[str, Any]:
+    return {
+        "description": spec.description,
+        "service_account_id": spec.service_account,
+        "kubernetes_service_account": spec.kubernetes_service_account,
+        "scopes": list(spec.scopes),
+        "grants": _grants(spec.grants, ()),
     }
 
 
@@ -80,7 +103,9 @@ def system_document() -> dict[str, Any]:
                       "do not edit",
         "topics": list(system.TOPICS),
         "push_invoker_account_id": system.PUSH_INVOKER,
+        "eventarc_invoker_account_id": system.EVENTARC_INVOKER,
         "functions": {f.name: _function(f) for f in system.FUNCTIONS},
+        "storage_triggers": _storage_triggers(),
         "services": {s.name: _service(s) for s in system.SERVICES},
         "scheduler_jobs": {j.name: {"schedule": j.schedule, "time_zone": j.time_zone,
                                     "topic": j.topic, "data": j.data,
@@ -92,6 +117,10 @@ def system_document() -> dict[str, Any]:
         "custom_roles": {r.role_id: {"title": r.title, "description": r.description,
                                      "permissions": list(r.permissions)}
                          for r in system.CUSTOM_ROLES},
+        "serving": {
+            "namespace": system.SERVING_NAMESPACE,
+            "workload_identities": {i.name: _identity(i) for i in system.WORKLOAD_IDENTITIES},
+        },
         "bigquery": {
             "dataset_id": metrics.dataset,
             "tables": {spec.name(metrics): {"schema_file": f"schemas/{spec.name(metrics)}.json",

@@ -65,10 +65,12 @@ def test_each_function_did_only_what_its_identity_is_granted_and_used_every_rule
 
     config = load_config(str(sandbox.config))
     lines = [json.loads(line) for line in sandbox.access.access_log.read_text().splitlines()]
+    # The functions of this sandbox's parts (the serving part's have their own test).
+    ran = {f.target for f in sandbox.functions}
     for spec in system.FUNCTIONS:
         user = identity(spec, PROJECT)
         mine = [line for line in lines if line["user"] == user]
-        if not spec.kube_rules:
+        if spec.name not in ran or not spec.kube_rules:
             assert mine == []
             continue
         assert mine, spec.name

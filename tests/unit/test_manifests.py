@@ -1,6 +1,7 @@
 """manifests/: every directory builds with the real kustomize (kubectl kustomize),
 built-in kinds validate strictly against Kubernetes 1.32, and a rendered overlay
-gives every configured team its namespace and queues and every function its roles."""
+gives every configured team its namespace and queues, the model servers their
+namespace, accounts and Sax cell, and every function its roles."""
 
 from __future__ import annotations
 
@@ -11,11 +12,19 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shared.config import load_config, parse_config
+from shared.config import ServingConfig, load_config, parse_config
 from shared.deployment import system
 from shared.deployment.access import Probe, allowed_by_definition, probes
 from shared.deployment.cli import repo_root, write_files
 from shared.deployment.manifests import identity, overlay_files
+from shared.deployment.serving import (
+    ADMIN_PORT,
+    PROXY_PORT,
+    SAXML_ADMIN,
+    SAXML_CONFIG_MAP,
+    SAXML_PROXY,
+    SaxmlSite,
+)
 from shared.errors import ConfigError
 
 REPO = repo_root()
@@ -63,7 +72,9 @@ def test_a_rendered_overlay_builds_and_its_builtin_kinds_validate_strictly(overl
                           capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     assert {o["kind"] for o in builtin} >= {"Namespace", "ClusterRole", "Role",
-                                             "ClusterRoleBinding", "RoleBinding"}
+                                             "ClusterRoleBinding", "RoleBinding",
+                                             "ServiceAccount", "ConfigMap", "Deployment",
+                                             "Service"}
 
 
 def test_each_team_gets_a_namespace_with_pod_security_and_its_queues(overlay):
@@ -123,3 +134,122 @@ def test_reconcile_slices_may_read_and_update_only_its_own_configmap():
     assert not allowed_by_definition(
         reconcile, Probe("get", "", "configmaps", "accelops-system"), config)
     assert named in probes(reconcile, config)
+
+
+# --- model serving -------------------------------------------------------------------
+
+SAXML_CONFIG = """
+teams:
+  research: {namespace: research, queue: research-queue}
+  inference: {namespace: inference, queue: inference-queue}
+serving:
+  saxml_team: inference
+"""
+
+
+def _render(tmp_path, config, site=None) -> list[dict]:
+    out = tmp_path / "overlay"
+    write_files(out, overlay_files(config, "acme-ml", out, REPO, site), check=False)
+    return kustomize(out)
+
+
+def _by_kind(objects: list[dict]) -> dict[str, dict[tuple[str, str], dict]]:
+    found: dict[str, dict[tuple[str, str], dict]] = {}
+    for o in objects:
+        meta = o["metadata"]
+        found.setdefault(o["kind"], {})[(meta.get("namespace", ""), meta["name"])] = o
+    return found
+
+
+def test_the_model_servers_accounts_act_as_the_google_accounts_terraform_creates(overlay):
+    accounts = _by_kind(kustomize(overlay))["ServiceAccount"]
+    for spec in system.WORKLOAD_IDENTITIES:
+        account = accounts[("serving", spec.kubernetes_service_account)]
+        assert account["metadata"]["annotations"]["iam.gke.io/gcp-service-account"] == \
+            f"{spec.service_account}@acme-ml.iam.gserviceaccount.com"
+    assert set(accounts) == {("serving", "triton"), ("serving", "saxml")}
+
+
+def test_the_sax_cell_keeps_its_state_in_the_sax_bucket_and_its_proxy_is_internal(tmp_path):
+    site = SaxmlSite("acme-sax", "example.com/admin:1", "example.com/http:1")
+    found = _by_kind(_render(tmp_path, load_config(str(SANDBOX_CONFIG)), site))
+    cell = found["ConfigMap"][("serving", SAXML_CONFIG_MAP)]["data"]
+    assert cell["SAX_ROOT"] == "gs://acme-sax/sax-root"
+    assert cell["GSBUCKET"] == "acme-sax"
+    assert cell["SAX_CELL"] == ServingConfig().saxml_cell
+    admin = found["Deployment"][("serving", SAXML_ADMIN)]["spec"]
+    proxy = found["Deployment"][("serving", SAXML_PROXY)]["spec"]
+    assert admin["strategy"]["type"] == "Recreate", "never two admin servers on one root"
+    for spec, image, port in ((admin, "example.com/admin:1", ADMIN_PORT),
+                              (proxy, "example.com/http:1", PROXY_PORT)):
+        pod = spec["template"]["spec"]
+        assert pod["serviceAccountName"] == "saxml"
+        [container] = pod["containers"]
+        assert container["image"] == image
+        assert container["ports"][0]["containerPort"] == port
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    service = found["Service"][("serving", SAXML_PROXY)]
+    assert service["spec"]["type"] == "LoadBalancer"
+    assert service["metadata"]["annotations"] == {
+        "networking.gke.io/load-balancer-type": "Internal"}
+    assert service["spec"]["ports"][0]["port"] == PROXY_PORT
+    assert found["Service"][("serving", SAXML_ADMIN)]["spec"].get("type") is None
+
+
+def test_the_saxml_team_gets_the_saxml_account_and_the_functions_rolebindings(tmp_path):
+    found = _by_kind(_render(tmp_path, parse_config(SAXML_CONFIG, "test")))
+    assert ("inference", "saxml") in found["ServiceAccount"]
+    assert ("research", "saxml") not in found["ServiceAccount"]
+    saxml_bindings = {key for key in found["RoleBinding"] if key[1].endswith("-saxml")}
+    assert saxml_bindings == {("inference", "accelops-deploy-model-saxml"),
+                              ("inference", "accelops-reconcile-models-saxml")}
+    serving_bindings = {key for key in found["RoleBinding"] if key[1].endswith("-serving")}
+    assert serving_bindings == {("serving", "accelops-deploy-model-serving"),
+                                ("serving", "accelops-reconcile-models-serving")}
+
+
+def test_without_a_saxml_team_no_function_may_touch_jobsets_for_saxml(tmp_path, overlay):
+    found = _by_kind(kustomize(overlay))
+    assert not any(name.endswith("-saxml") for _, name in found["RoleBinding"])
+    config = load_config(str(SANDBOX_CONFIG))
+    assert config.serving.saxml_team is None
+    deploy = system.function("deploy_model")
+    for team in config.teams.values():
+        assert not allowed_by_definition(
+            deploy, Probe("create", "jobset.x-k8s.io", "jobsets", team.namespace), config)
+
+
+def test_deploy_model_applies_only_in_the_serving_namespace_and_jobsets_only_for_saxml():
+    config = parse_config(SAXML_CONFIG, "test")
+    deploy = system.function("deploy_model")
+    reconcile = system.function("reconcile_models")
+    deployments = ("apps", "deployments")
+
+    for verb in ("get", "create", "patch"):
+        assert allowed_by_definition(deploy, Probe(verb, *deployments, "serving"), config)
+    assert not allowed_by_definition(deploy, Probe("delete", *deployments, "serving"), config)
+    assert not allowed_by_definition(deploy, Probe("patch", *deployments, "research"), config)
+    assert not allowed_by_definition(deploy, Probe("patch", *deployments, ""), config)
+    jobsets = ("jobset.x-k8s.io", "jobsets")
+    assert allowed_by_definition(deploy, Probe("create", *jobsets, "inference"), config)
+    assert not allowed_by_definition(deploy, Probe("create", *jobsets, "research"), config)
+    assert not allowed_by_definition(deploy, Probe("create", *jobsets, "serving"), config)
+    assert not allowed_by_definition(deploy, Probe("delete", *jobsets, "inference"), config)
+    assert allowed_by_definition(reconcile, Probe("delete", *jobsets, "inference"), config)
+    assert not allowed_by_definition(reconcile, Probe("create", *jobsets, "inference"), config)
+    assert not allowed_by_definition(reconcile, Probe("delete", *deployments, "serving"),
+                                     config)
+    assert not allowed_by_definition(deploy, Probe("get", "", "secrets", "serving"), config)
+    assert "serving" in {p.namespace for p in probes(deploy, config)}
+
+
+@pytest.mark.parametrize(("text", "field"), [
+    ("serving: {namespace: models}\n", "serving.namespace"),
+    ("serving: {triton_service_account: tri}\n", "serving.triton_service_account"),
+    ("serving: {saxml_team: nobody}\n", "serving.saxml_team"),
+    ("teams: {a: {namespace: serving, queue: q}}\n", "serving.namespace"),
+])
+def test_a_serving_config_the_definition_cannot_deploy_is_refused(tmp_path, text, field):
+    with pytest.raises(ConfigError) as caught:
+        overlay_files(parse_config(text, "test"), "acme-ml", tmp_path, REPO)
+    assert caught.value.field == field

@@ -33,16 +33,23 @@ CLUSTER_WIDE_ROLES = {"roles/container.admin", "roles/container.developer",
 
 # Roles Terraform itself binds (not the definition's accounts), and the modules that may:
 # the Pub/Sub service agent publishes dead letters, acks what it dead-letters and signs
-# push tokens; log sink writers publish; the push identity and named members invoke;
-# the GKE node service account writes logs and metrics.
+# push tokens; log sink writers and the Cloud Storage service agent publish; the push
+# and Eventarc identities and named members invoke; the Eventarc identity receives
+# events; Kubernetes service accounts impersonate the workload identities; the GKE
+# node service account writes logs and metrics.
 INFRASTRUCTURE_ROLES = {
-    "roles/pubsub.publisher": {"pubsub", "log_sink"},
-    "roles/pubsub.subscriber": {"pubsub"},
+    "roles/pubsub.publisher": {"pubsub", "log_sink", "storage_events"},
+    "roles/pubsub.subscriber": {"pubsub", "storage_events"},
     "roles/iam.serviceAccountTokenCreator": {"pubsub"},
-    "roles/run.invoker": {"functions", "services"},
+    "roles/run.invoker": {"functions", "services", "storage_events"},
+    "roles/eventarc.eventReceiver": {"storage_events"},
+    "roles/iam.workloadIdentityUser": {"workload_identity"},
     "roles/logging.logWriter": {"gke"},
     "roles/monitoring.metricWriter": {"gke"},
 }
+# Project-level bindings Terraform makes for Google-managed identities, where the
+# API offers nothing narrower (Eventarc's transport topic is not known in advance).
+PROJECT_LEVEL_INFRASTRUCTURE = {"roles/eventarc.eventReceiver", "roles/pubsub.publisher"}
 
 
 @cache
@@ -66,6 +73,16 @@ def example_module(name: str) -> dict[str, Any]:
 
 def literals_by_module() -> dict[Path, set[str]]:
     return {path: set(string_literals(path)) for path in tf_files()}
+
+
+def identities() -> dict[str, Any]:
+    return system()["serving"]["workload_identities"]  # type: ignore[no-any-return]
+
+
+def accounts() -> list[dict[str, Any]]:
+    """Every account the definition grants roles to: functions, services, identities."""
+    return [*system()["functions"].values(), *system()["services"].values(),
+            *identities().values()]
 
 
 # --- deployed from the definition ------------------------------------------------------
@@ -172,7 +189,8 @@ def test_no_retry_or_size_is_a_number_written_in_hcl() -> None:
 def test_no_name_from_the_definition_is_written_in_hcl() -> None:
     doc = system()
     names = set(doc["topics"]) | {doc["push_invoker_account_id"]} | set(doc["custom_roles"])
-    for spec in [*doc["functions"].values(), *doc["services"].values()]:
+    names.add(doc["eventarc_invoker_account_id"])
+    for spec in accounts():
         names.add(spec["service_account_id"])
     for spec in doc["functions"].values():
         names |= {spec["subscription"], spec["trigger_topic"], spec["dead_letter_topic"]}
@@ -181,12 +199,17 @@ def test_no_name_from_the_definition_is_written_in_hcl() -> None:
                      for path, literals in literals_by_module().items()
                      for literal in literals for name in names if name in literal})
     assert not copies, f"names from system.json copied into HCL: {copies}"
-    dataset_and_tables = {doc["bigquery"]["dataset_id"], *doc["bigquery"]["tables"],
-                          *(v["name"] for v in doc["bigquery"]["views"])}
+    # Short names that also occur inside ordinary words: compared whole.
+    whole = {doc["bigquery"]["dataset_id"], *doc["bigquery"]["tables"],
+             *(v["name"] for v in doc["bigquery"]["views"]), doc["serving"]["namespace"],
+             *(i["kubernetes_service_account"] for i in identities().values()),
+             *(t["object_prefix"] for t in doc["storage_triggers"].values()),
+             *(t["event_type"] for t in doc["storage_triggers"].values()),
+             *(t["notification_event"] for t in doc["storage_triggers"].values())}
     exact = sorted({(str(path.relative_to(ROOT)), literal)
                     for path, literals in literals_by_module().items()
-                    for literal in literals if literal in dataset_and_tables})
-    assert not exact, f"BigQuery names from system.json copied into HCL: {exact}"
+                    for literal in literals if literal in whole})
+    assert not exact, f"names from system.json copied into HCL: {exact}"
 
 
 # --- least privilege -------------------------------------------------------------------
@@ -198,9 +221,8 @@ def test_no_primitive_or_cluster_wide_container_role_anywhere() -> None:
                     for path in tf_files() for role in forbidden
                     if re.search(re.escape(role) + r"(?![\w.])", path.read_text("utf-8"))})
     assert not found, found
-    in_definition = [g["role"] for spec in [*system()["functions"].values(),
-                                            *system()["services"].values()]
-                     for g in spec["grants"] if g["role"] in forbidden]
+    in_definition = [g["role"] for spec in accounts() for g in spec["grants"]
+                     if g["role"] in forbidden]
     assert not in_definition
 
 
@@ -215,9 +237,8 @@ def test_role_literals_are_only_the_infrastructure_roles_where_they_belong() -> 
 
 
 def test_the_definitions_roles_are_never_written_as_literals_where_accounts_are_granted() -> None:
-    roles = {g["role"] for spec in [*system()["functions"].values(), *system()["services"].values()]
-             for g in spec["grants"]}
-    for module in ("functions", "services", "grants", "iam"):
+    roles = {g["role"] for spec in accounts() for g in spec["grants"]}
+    for module in ("functions", "services", "grants", "iam", "workload_identity"):
         for path in (MODULES / module).glob("*.tf"):
             written = roles & set(string_literals(path))
             assert not written, f"{path.relative_to(ROOT)} copies roles {written}"
@@ -228,19 +249,20 @@ def test_the_definitions_roles_are_never_written_as_literals_where_accounts_are_
 
 
 def test_every_grant_scope_of_the_definition_is_bound_somewhere() -> None:
-    accounts = [*system()["functions"].values(), *system()["services"].values()]
-    scopes = {g["scope"] for spec in accounts for g in spec["grants"]}
+    scopes = {g["scope"] for spec in accounts() for g in spec["grants"]}
     grants_main = (MODULES / "grants" / "main.tf").read_text("utf-8")
     iam_main = (MODULES / "iam" / "main.tf").read_text("utf-8")
     for scope in scopes:
         # A scope is bound where the module selects it: `g.scope == "topic"`, or a bucket
-        # scope as a key of the module's bucket map (`config_bucket = var.config_bucket`).
+        # scope as a key of the module's bucket map (`config_bucket = var.config_bucket`,
+        # `releases_bucket = coalesce(var.releases_bucket, ...)`).
         bound_in = [name for name, text in (("grants", grants_main), ("iam", iam_main))
                     if f'g.scope == "{scope}"' in text
-                    or re.search(rf"^\s*{scope}\s*=\s*var\.{scope}$", text, re.M)]
+                    or re.search(rf"^\s*{scope}\s*=\s*(coalesce\()?var\.{scope}\b", text,
+                                 re.M)]
         assert bound_in, f"grants of scope {scope!r} are bound nowhere"
-    # Grants are bound for the accounts of both kinds.
-    for module in ("functions", "services"):
+    # Grants are bound for the accounts of every kind.
+    for module in ("functions", "services", "workload_identity"):
         call = blocks(MODULES / module, "module")["grants"]
         assert call["source"] == "../grants"
     iam = example_module("iam")
@@ -249,8 +271,7 @@ def test_every_grant_scope_of_the_definition_is_bound_somewhere() -> None:
 
 
 def test_project_level_grants_are_only_custom_roles_or_named_predefined_roles() -> None:
-    project = [g for spec in [*system()["functions"].values(), *system()["services"].values()]
-               for g in spec["grants"] if g["scope"] == "project"]
+    project = [g for spec in accounts() for g in spec["grants"] if g["scope"] == "project"]
     custom = system()["custom_roles"]
     for g in project:
         assert g["role"] in custom or g["role"] in {"roles/bigquery.jobUser"}, g
@@ -260,14 +281,14 @@ def test_project_level_grants_are_only_custom_roles_or_named_predefined_roles() 
 
 
 def test_bigquery_write_is_granted_on_the_dataset_only() -> None:
-    for spec in [*system()["functions"].values(), *system()["services"].values()]:
+    for spec in accounts():
         for g in spec["grants"]:
             if g["role"].startswith("roles/bigquery.data"):
                 assert g["scope"] == "dataset", g
 
 
 def test_publish_is_granted_on_a_topic_only() -> None:
-    for spec in [*system()["functions"].values(), *system()["services"].values()]:
+    for spec in accounts():
         for g in spec["grants"]:
             if g["role"].startswith("roles/pubsub."):
                 assert g["scope"] == "topic", g
@@ -281,3 +302,125 @@ def test_services_refuse_public_invokers() -> None:
     assert '"allAuthenticatedUsers"' in condition
     text = "\n".join(p.read_text("utf-8") for p in (MODULES / "services").glob("*.tf"))
     assert 'member   = "allUsers"' not in text
+
+
+# --- model serving: bucket events, VPC reach, workload identities ---------------------
+
+
+def test_the_serving_parts_of_the_definition_are_handed_down_whole() -> None:
+    events = example_module("storage_events")
+    assert events["storage_triggers"] == "${local.system.storage_triggers}"
+    assert events["eventarc_invoker_account_id"] == \
+        "${local.system.eventarc_invoker_account_id}"
+    assert events["function_services"] == "${module.functions.service_names}"
+    identity = example_module("workload_identity")
+    assert identity["identities"] == "${local.system.serving.workload_identities}"
+    assert identity["namespaces"]["serving_namespace"] == "${local.system.serving.namespace}"
+    assert system()["storage_triggers"], "deploy_model is fed by bucket events"
+
+
+def test_uploads_take_eventarc_by_default_or_the_buckets_pubsub_notifications() -> None:
+    route = blocks(EXAMPLE, "variable")["model_upload_route"]
+    assert route["default"] == "eventarc"
+    assert '"pubsub"' in route["validation"][0]["condition"]
+    assert example_module("storage_events")["route"] == "${var.model_upload_route}"
+
+    found = resources(MODULES / "storage_events")
+    trigger = found["google_eventarc_trigger.trigger"]
+    assert trigger["for_each"] == "${local.eventarc}"
+    criteria = {c["attribute"]: c["value"] for c in trigger["matching_criteria"]}
+    assert criteria == {"type": "${each.value.event_type}",
+                        "bucket": "${var.buckets[each.value.bucket]}"}
+    destination = trigger["destination"][0]["cloud_run_service"][0]
+    assert destination["service"] == "${var.function_services[each.key]}"
+    assert trigger["service_account"] == "${google_service_account.eventarc[0].email}"
+
+    notification = found["google_storage_notification.notification"]
+    assert notification["for_each"] == "${local.notifications}"
+    assert notification["event_types"] == ["${each.value.notification_event}"]
+    assert notification["object_name_prefix"] == "${each.value.object_prefix}"
+    assert notification["topic"] == "${var.topic_ids[each.value.topic]}"
+    assert notification["payload_format"] == "JSON_API_V1"
+    # Notifications go to the function's own trigger topic: its push subscription
+    # delivers them with the definition's retry and dead-letter policy.
+    for name, spec in system()["storage_triggers"].items():
+        assert spec["topic"] == system()["functions"][name]["trigger_topic"]
+
+
+def test_the_eventarc_identity_may_invoke_only_the_functions_its_triggers_feed() -> None:
+    found = resources(MODULES / "storage_events")
+    invoker = found["google_cloud_run_v2_service_iam_member.eventarc_invoker"]
+    assert invoker["for_each"] == "${local.eventarc}"
+    assert invoker["name"] == "${var.function_services[each.key]}"
+    project_roles = {body["role"] for address, body in found.items()
+                     if address.startswith("google_project_iam_member.")}
+    assert project_roles == PROJECT_LEVEL_INFRASTRUCTURE
+    for address, body in found.items():
+        if address.startswith("google_project_iam_member."):
+            assert body["count"] == "${length(local.eventarc) > 0 ? 1 : 0}", address
+
+
+def test_eventarcs_own_retry_defaults_are_replaced_by_the_definitions() -> None:
+    steps = blocks(EXAMPLE, "output")["next_steps"]["value"]
+    for key in ("ack_deadline_seconds", "minimum_backoff_seconds", "maximum_backoff_seconds",
+                "max_delivery_attempts", "dead_letter_topic"):
+        assert f"local.system.functions[name].{key}" in steps, key
+    assert "module.storage_events.eventarc_subscriptions" in steps
+    # ... and the Pub/Sub service agent may acknowledge what it dead-letters there.
+    subscriber = resources(MODULES / "storage_events")[
+        "google_pubsub_subscription_iam_member.dead_letter_subscriber"]
+    assert subscriber["role"] == "roles/pubsub.subscriber"
+
+
+def test_only_functions_that_call_into_the_vpc_get_the_connector() -> None:
+    service = resources(MODULES / "functions")["google_cloudfunctions2_function.function"][
+        "service_config"][0]
+    assert service["vpc_connector"] == "${each.value.vpc_egress ? var.vpc_connector : null}"
+    egress = {name for name, spec in system()["functions"].items() if spec["vpc_egress"]}
+    assert egress == {"reconcile_models"}
+    assert example_module("functions")["vpc_connector"] == "${var.vpc_connector}"
+
+
+def test_workload_identity_binds_each_servers_kubernetes_account_to_its_google_account() -> None:
+    found = resources(MODULES / "workload_identity")
+    binding = found["google_service_account_iam_member.workload_identity"]
+    assert binding["role"] == "roles/iam.workloadIdentityUser"
+    assert binding["member"] == \
+        "serviceAccount:${local.workload_pool}[${each.value.namespace}/${each.value.ksa}]"
+    (local_block,) = load_dir(MODULES / "workload_identity")["locals"]
+    (gke_locals,) = load_dir(MODULES / "gke")["locals"]
+    assert local_block["workload_pool"] == gke_locals["workload_pool"]
+    account = found["google_service_account.identity"]
+    assert account["account_id"] == "${each.value.service_account_id}"
+    assert set(identities()) == {"triton", "saxml"}
+    for spec in identities().values():
+        assert {g["role"] for g in spec["grants"]} <= {"roles/storage.objectViewer",
+                                                       "roles/storage.objectAdmin"}
+        # Servers never write releases: only the Sax cell's own bucket.
+        for grant in spec["grants"]:
+            if grant["role"] != "roles/storage.objectViewer":
+                assert grant["scope"] == "sax_bucket", grant
+
+
+def test_every_bucket_is_private_versioned_and_the_sax_bucket_is_where_render_looks() -> None:
+    from shared.deployment.serving import sax_bucket_name
+
+    buckets = {k: v for k, v in resources(MODULES / "buckets").items()
+               if k.startswith("google_storage_bucket.")}
+    assert {"google_storage_bucket.models", "google_storage_bucket.sax"} <= set(buckets)
+    for address, body in buckets.items():
+        assert body["uniform_bucket_level_access"] is True, address
+        assert body["public_access_prevention"] == "enforced", address
+        assert body["versioning"][0]["enabled"] is True, address
+    (local_block,) = load_dir(MODULES / "buckets")["locals"]
+    assert local_block["prefix"] == '${coalesce(var.name_prefix, "${var.project_id}-accelops")}'
+    assert buckets["google_storage_bucket.sax"]["name"] == "${local.prefix}-sax"
+    assert sax_bucket_name("acme-ml") == "acme-ml-accelops-sax"
+
+
+def test_deploy_model_never_holds_delete_on_releases() -> None:
+    grants = system()["functions"]["deploy_model"]["grants"]
+    on_releases = {g["role"] for g in grants if g["scope"] == "releases_bucket"}
+    assert on_releases == {"roles/storage.objectViewer", "roles/storage.objectCreator"}
+    assert not any(g["role"] in {"roles/storage.objectAdmin", "roles/storage.admin",
+                                 "roles/storage.objectUser"} for g in grants)

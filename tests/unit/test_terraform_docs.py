@@ -25,6 +25,8 @@ _SCOPES = {
     "project": "project",
     "config_bucket": "config bucket",
     "models_bucket": "models bucket",
+    "releases_bucket": "releases bucket (the models bucket unless one is named)",
+    "sax_bucket": "Sax bucket",
     "node_service_account": "node service account (when configured)",
 }
 
@@ -37,7 +39,9 @@ def least_privilege_table(system: dict[str, Any]) -> str:
     """The definition's grants as a Markdown table: one row per account and role."""
     rows = ["| service account | runs | role | on | why |",
             "| --- | --- | --- | --- | --- |"]
-    for kind, items in (("function", system["functions"]), ("service", system["services"])):
+    kinds = (("function", system["functions"]), ("service", system["services"]),
+             ("workload identity", system["serving"]["workload_identities"]))
+    for kind, items in kinds:
         for name, spec in items.items():
             for grant in spec["grants"]:
                 role = grant["role"]

@@ -26,6 +26,9 @@ locals {
     ACCELOPS_PROJECT  = var.project_id
     ACCELOPS_LOCATION = local.cluster_location
     ACCELOPS_CLUSTER  = local.cluster_name
+    # Empty: the code's in-cluster default, which Cloud Run cannot resolve (see
+    # saxml_proxy_url).
+    ACCELOPS_SAXML_PROXY = var.saxml_proxy_url == null ? "" : var.saxml_proxy_url
   }
 
   # A service without a tag has no image: modules/services says so at plan.
@@ -44,6 +47,15 @@ resource "terraform_data" "inputs" {
       condition     = (var.create_cluster || var.cluster_name != null) && (var.cluster_location != null || var.zone != null)
       error_message = "Name the existing cluster (cluster_name, and cluster_location or zone), or set create_cluster = true with a cluster_location or zone."
     }
+  }
+}
+
+# Warn (not fail) at plan: Triton serving works without these; Saxml rollouts
+# cannot be observed, and are rolled back when they time out.
+check "saxml_reach" {
+  assert {
+    condition     = var.saxml_team_namespace == null || (var.vpc_connector != null && var.saxml_proxy_url != null)
+    error_message = "saxml_team_namespace is set but vpc_connector or saxml_proxy_url is not: reconcile_models cannot reach the Saxml HTTP proxy (the sax-proxy Service's internal load balancer) from Cloud Run."
   }
 }
 
@@ -148,10 +160,48 @@ module "functions" {
   dataset_id           = module.bigquery.dataset_id
   config_bucket        = module.buckets.config_bucket
   models_bucket        = module.buckets.models_bucket
+  releases_bucket      = var.releases_bucket
+  vpc_connector        = var.vpc_connector
   node_service_account = var.node_service_account
   labels               = local.labels
 
   depends_on = [google_project_service.api]
+}
+
+# Uploads to the models bucket reach deploy_model (route: var.model_upload_route).
+module "storage_events" {
+  source = "../../modules/storage_events"
+
+  project_id                  = var.project_id
+  region                      = var.region
+  route                       = var.model_upload_route
+  storage_triggers            = local.system.storage_triggers
+  buckets                     = { models_bucket = module.buckets.models_bucket }
+  topic_ids                   = module.pubsub.topic_ids
+  function_services           = module.functions.service_names
+  eventarc_invoker_account_id = local.system.eventarc_invoker_account_id
+  labels                      = local.labels
+
+  depends_on = [google_project_service.api]
+}
+
+# The identities Triton and Saxml run as (Workload Identity).
+module "workload_identity" {
+  source = "../../modules/workload_identity"
+
+  project_id = var.project_id
+  identities = local.system.serving.workload_identities
+  namespaces = {
+    serving_namespace = local.system.serving.namespace
+    saxml_namespace   = var.saxml_team_namespace
+  }
+  config_bucket   = module.buckets.config_bucket
+  models_bucket   = module.buckets.models_bucket
+  releases_bucket = var.releases_bucket
+  sax_bucket      = module.buckets.sax_bucket
+
+  # The Workload Identity pool exists once a cluster with Workload Identity does.
+  depends_on = [google_project_service.api, module.gke]
 }
 
 module "services" {

@@ -41,11 +41,13 @@ output "dead_letter_subscription_ids" {
 }
 
 output "service_account_emails" {
-  description = "Service account email of every function and service, and of the Pub/Sub push identity (the Kubernetes RBAC bindings of `accelops manifests render` name the functions' accounts)."
+  description = "Service account email of every function and service, of the model servers' workload identities, and of the Pub/Sub push and Eventarc identities (the Kubernetes RBAC bindings of `accelops manifests render` name the functions' accounts)."
   value = merge(
     module.functions.service_account_emails,
     module.services.service_account_emails,
+    module.workload_identity.emails,
     { push_invoker = module.pubsub.push_invoker_email },
+    { eventarc_invoker = module.storage_events.eventarc_invoker_email },
   )
 }
 
@@ -55,11 +57,32 @@ output "config_uri" {
 }
 
 output "buckets" {
-  description = "Bucket names: team config, function source, model artifacts."
+  description = "Bucket names: team config, function source, models (uploads), releases, the Sax cell's state."
   value = {
     config          = module.buckets.config_bucket
     function_source = module.buckets.source_bucket
     models          = module.buckets.models_bucket
+    releases        = coalesce(var.releases_bucket, module.buckets.models_bucket)
+    sax             = module.buckets.sax_bucket
+  }
+}
+
+output "model_uploads" {
+  description = "How uploads reach deploy_model: the route, and on the eventarc route the trigger and the subscription Eventarc created for it (give it the definition's retry policy: next_steps)."
+  value = {
+    route         = module.storage_events.route
+    triggers      = module.storage_events.eventarc_triggers
+    subscriptions = module.storage_events.eventarc_subscriptions
+    notifications = module.storage_events.notifications
+  }
+}
+
+output "model_serving" {
+  description = "What `accelops manifests render` needs for the serving namespace: the Sax bucket and root, and the workload identities' emails."
+  value = {
+    sax_bucket = module.buckets.sax_bucket
+    sax_root   = module.buckets.sax_root
+    identities = module.workload_identity.emails
   }
 }
 
@@ -83,11 +106,21 @@ output "cluster" {
 }
 
 output "next_steps" {
-  description = "Commands to finish the deployment: the Kubernetes side, then a check from outside."
-  value       = <<-EOT
-    gcloud container clusters get-credentials ${local.cluster_name} --location ${local.cluster_location} --project ${var.project_id}
-    accelops manifests render --config ${coalesce(var.config_file, "${path.module}/accelops.yaml")} --project ${var.project_id} --out overlay
-    kubectl apply --server-side -k overlay
-    ACCELOPS_PROJECT=${var.project_id} ACCELOPS_LOCATION=${local.cluster_location} ACCELOPS_CLUSTER=${local.cluster_name} accelops doctor --config ${module.buckets.config_uri}
-  EOT
+  description = "Commands to finish the deployment: the Kubernetes side, the definition's retry policy on Eventarc's subscriptions, then a check from outside."
+  value = join("\n", concat(
+    [
+      "gcloud container clusters get-credentials ${local.cluster_name} --location ${local.cluster_location} --project ${var.project_id}",
+      "accelops manifests render --config ${coalesce(var.config_file, "${path.module}/accelops.yaml")} --project ${var.project_id} --sax-bucket ${module.buckets.sax_bucket} --out overlay",
+      "kubectl apply --server-side -k overlay",
+    ],
+    # Eventarc creates its subscriptions with its own retry defaults and no dead
+    # letters: give them the definition's.
+    [
+      for name, subscription in module.storage_events.eventarc_subscriptions :
+      "gcloud pubsub subscriptions update ${subscription} --ack-deadline=${local.system.functions[name].ack_deadline_seconds} --min-retry-delay=${local.system.functions[name].minimum_backoff_seconds}s --max-retry-delay=${local.system.functions[name].maximum_backoff_seconds}s --dead-letter-topic=${module.pubsub.topic_ids[local.system.functions[name].dead_letter_topic]} --max-delivery-attempts=${local.system.functions[name].max_delivery_attempts}"
+    ],
+    [
+      "ACCELOPS_PROJECT=${var.project_id} ACCELOPS_LOCATION=${local.cluster_location} ACCELOPS_CLUSTER=${local.cluster_name} accelops doctor --config ${module.buckets.config_uri}",
+    ],
+  ))
 }

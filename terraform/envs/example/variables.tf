@@ -79,6 +79,41 @@ variable "node_service_account" {
   default     = null
 }
 
+variable "model_upload_route" {
+  type        = string
+  description = "How uploads to the models bucket reach deploy_model: \"eventarc\" (an Eventarc trigger; give its subscription the definition's retry policy with the command next_steps prints) or \"pubsub\" (Cloud Storage notifications for the definition's object prefix to deploy_model's trigger topic and its push subscription)."
+  default     = "eventarc"
+
+  validation {
+    condition     = contains(["eventarc", "pubsub"], var.model_upload_route)
+    error_message = "model_upload_route must be \"eventarc\" or \"pubsub\"."
+  }
+}
+
+variable "releases_bucket" {
+  type        = string
+  description = "An existing bucket deploy_model copies releases to (the team config's serving.releases_bucket); null: the models bucket, under releases/."
+  default     = null
+}
+
+variable "saxml_team_namespace" {
+  type        = string
+  description = "Namespace of the team config's serving.saxml_team (Saxml model servers run there as the saxml service account); null when Saxml is not used."
+  default     = null
+}
+
+variable "vpc_connector" {
+  type        = string
+  description = "Serverless VPC Access connector in the cluster's VPC and the functions' region (projects/<p>/locations/<region>/connectors/<name>), through which reconcile_models reaches the Saxml HTTP proxy; null when Saxml is not used."
+  default     = null
+}
+
+variable "saxml_proxy_url" {
+  type        = string
+  description = "URL of the Saxml HTTP proxy as reconcile_models reaches it (ACCELOPS_SAXML_PROXY): http://<sax-proxy Service's internal load-balancer address>:8888, known once the overlay is applied; null when Saxml is not used."
+  default     = null
+}
+
 variable "bigquery_location" {
   type        = string
   description = "Location of the metrics dataset (the team config's metrics.location)."
@@ -115,6 +150,7 @@ variable "activate_apis" {
     "cloudscheduler.googleapis.com",
     "compute.googleapis.com",
     "container.googleapis.com",
+    "eventarc.googleapis.com",
     "iam.googleapis.com",
     "logging.googleapis.com",
     "pubsub.googleapis.com",

@@ -1,9 +1,11 @@
 /**
- * The three buckets accelops uses: the team config (ACCELOPS_CONFIG, versioned so
- * a bad edit can be rolled back), the functions' source archives, and the model
- * artifacts the inference servers load. All private: uniform bucket-level access,
- * public access prevention enforced; access is granted per bucket by the
- * definition's grants.
+ * The four buckets accelops uses: the team config (ACCELOPS_CONFIG, versioned so
+ * a bad edit can be rolled back), the functions' source archives, the models
+ * (uploads under models/, and by default the immutable releases deploy_model
+ * copies under releases/), and the Sax cell's state (the Saxml admin server
+ * rewrites it: kept apart so that no server identity may delete releases). All
+ * private: uniform bucket-level access, public access prevention enforced;
+ * access is granted per bucket by the definition's grants.
  */
 
 locals {
@@ -103,6 +105,37 @@ resource "google_storage_bucket" "models" {
   lifecycle_rule {
     condition {
       days_since_noncurrent_time = var.noncurrent_version_days
+      with_state                 = "ARCHIVED"
+    }
+    action {
+      type = "Delete"
+    }
+  }
+}
+
+# The Sax cell's state: the admin server keeps its address and the published
+# models under sax-root/ and sax-fs-root/ (fixed by its image), rewriting them as
+# it runs. Only accelops-saxml may write here (the definition's grants).
+resource "google_storage_bucket" "sax" {
+  #checkov:skip=CKV_GCP_62:Access is audited with Cloud Audit Logs (data access logs), not with legacy usage-log buckets.
+  project                     = var.project_id
+  name                        = "${local.prefix}-sax"
+  location                    = var.location
+  storage_class               = "STANDARD"
+  uniform_bucket_level_access = true
+  public_access_prevention    = "enforced"
+  force_destroy               = var.force_destroy
+  labels                      = var.labels
+
+  # Every state write leaves a noncurrent version: kept briefly, to recover from
+  # a bad write, not for the months the other buckets keep them.
+  versioning {
+    enabled = true
+  }
+
+  lifecycle_rule {
+    condition {
+      days_since_noncurrent_time = var.sax_noncurrent_version_days
       with_state                 = "ARCHIVED"
     }
     action {

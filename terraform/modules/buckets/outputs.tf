@@ -17,3 +17,13 @@ output "models_bucket" {
   description = "Name of the model artifacts bucket."
   value       = google_storage_bucket.models.name
 }
+
+output "sax_bucket" {
+  description = "Name of the bucket holding the Sax cell's state (accelops manifests render --sax-bucket)."
+  value       = google_storage_bucket.sax.name
+}
+
+output "sax_root" {
+  description = "The Sax cell's root (SAX_ROOT of the admin server, proxy and model servers)."
+  value       = "gs://${google_storage_bucket.sax.name}/sax-root"
+}

@@ -10,7 +10,7 @@ variable "location" {
 
 variable "name_prefix" {
   type        = string
-  description = "Prefix of the bucket names (<prefix>-config, -function-source, -models); null uses <project_id>-accelops."
+  description = "Prefix of the bucket names (<prefix>-config, -function-source, -models, -sax); null uses <project_id>-accelops (the name `accelops manifests render` assumes without --sax-bucket)."
   default     = null
 }
 
@@ -29,6 +29,12 @@ variable "noncurrent_version_days" {
   type        = number
   description = "Days a replaced or deleted object version is kept before it is deleted."
   default     = 30
+}
+
+variable "sax_noncurrent_version_days" {
+  type        = number
+  description = "Days a replaced version of the Sax cell's state is kept (the admin server rewrites it as it runs)."
+  default     = 7
 }
 
 variable "source_retention_days" {

@@ -5,7 +5,14 @@
  * No event_trigger: the push subscriptions of modules/pubsub deliver the events,
  * so the retry and dead-letter policy is the definition's, and the functions
  * accept requests only from inside the project (ingress ALLOW_INTERNAL_ONLY,
- * which admits Pub/Sub push) and only from the push service account (run.invoker).
+ * which admits Pub/Sub push and Eventarc) and only from the push service account
+ * (run.invoker; modules/storage_events adds its Eventarc identity where a
+ * trigger feeds a function).
+ *
+ * A function whose definition says vpc_egress (it calls an address inside the
+ * cluster's VPC, like the Saxml HTTP proxy's internal load balancer) sends its
+ * private-range traffic through var.vpc_connector; the others reach Google APIs
+ * only and get no connector.
  */
 
 resource "google_service_account" "function" {
@@ -49,6 +56,8 @@ resource "google_cloudfunctions2_function" "function" {
     all_traffic_on_latest_revision   = true
     service_account_email            = google_service_account.function[each.key].email
     environment_variables            = { for name in each.value.env : name => var.environment[name] }
+    vpc_connector                    = each.value.vpc_egress ? var.vpc_connector : null
+    vpc_connector_egress_settings    = each.value.vpc_egress && var.vpc_connector != null ? "PRIVATE_RANGES_ONLY" : null
   }
 
   lifecycle {
@@ -84,5 +93,6 @@ module "grants" {
   dataset_id           = var.dataset_id
   config_bucket        = var.config_bucket
   models_bucket        = var.models_bucket
+  releases_bucket      = var.releases_bucket
   node_service_account = var.node_service_account
 }

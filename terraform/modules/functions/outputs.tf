@@ -3,6 +3,11 @@ output "names" {
   value       = { for name, f in google_cloudfunctions2_function.function : name => f.name }
 }
 
+output "service_names" {
+  description = "Name of each function's Cloud Run service (what Eventarc triggers deliver to), by function name."
+  value       = { for name, f in google_cloudfunctions2_function.function : name => f.service_config[0].service }
+}
+
 output "urls" {
   description = "HTTPS URL of each function's Cloud Run service (the push endpoint), by function name."
   value       = { for name, f in google_cloudfunctions2_function.function : name => f.service_config[0].uri }

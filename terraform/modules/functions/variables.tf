@@ -19,6 +19,7 @@ variable "functions" {
     concurrency        = number
     max_instances      = number
     env                = list(string)
+    vpc_egress         = bool
     grants = list(object({
       role   = string
       scope  = string
@@ -26,7 +27,7 @@ variable "functions" {
       target = string
     }))
   }))
-  description = "The definition's functions: system.json `functions` (entry point, size, environment variable names, service account id and grants)."
+  description = "The definition's functions: system.json `functions` (entry point, size, environment variable names, VPC egress, service account id and grants)."
 }
 
 variable "name_prefix" {
@@ -84,6 +85,18 @@ variable "config_bucket" {
 variable "models_bucket" {
   type        = string
   description = "Model artifacts bucket, for grants of scope \"models_bucket\"."
+}
+
+variable "releases_bucket" {
+  type        = string
+  description = "Bucket releases are copied to, for grants of scope \"releases_bucket\"; null: the models bucket."
+  default     = null
+}
+
+variable "vpc_connector" {
+  type        = string
+  description = "Serverless VPC Access connector (projects/<p>/locations/<region>/connectors/<name>) in the cluster's VPC, for functions whose definition says vpc_egress; null: they reach Google APIs only."
+  default     = null
 }
 
 variable "node_service_account" {

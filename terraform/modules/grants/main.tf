@@ -3,7 +3,8 @@
  * on the one topic, dataset, bucket or service account it is about, never on the
  * project. Grants of scope "project" are modules/iam's.
  *
- * Used by modules/functions and modules/services for their own accounts.
+ * Used by modules/functions, modules/services and modules/workload_identity for
+ * their own accounts.
  */
 
 locals {
@@ -19,8 +20,17 @@ locals {
   dataset_grants = {
     for g in local.grants : "${g.principal}/${g.role}" => g if g.scope == "dataset"
   }
+  # One binding per (principal, bucket, role): the releases bucket is the models
+  # bucket unless one is named, and two resources managing one binding would
+  # remove it for both when either goes.
+  bucket_keys = {
+    releases_bucket = var.releases_bucket == null ? "models_bucket" : "releases_bucket"
+  }
   bucket_grants = {
-    for g in local.grants : "${g.principal}/${g.scope}/${g.role}" => g if contains(keys(local.buckets), g.scope)
+    for key, same in {
+      for g in local.grants : "${g.principal}/${lookup(local.bucket_keys, g.scope, g.scope)}/${g.role}" => g...
+      if contains(keys(local.buckets), g.scope)
+    } : key => same[0]
   }
   # Only when a node service account is configured (slices.node_service_account).
   node_service_account_grants = {
@@ -29,8 +39,10 @@ locals {
   }
 
   buckets = {
-    config_bucket = var.config_bucket
-    models_bucket = var.models_bucket
+    config_bucket   = var.config_bucket
+    models_bucket   = var.models_bucket
+    releases_bucket = coalesce(var.releases_bucket, var.models_bucket)
+    sax_bucket      = var.sax_bucket
   }
 }
 
@@ -57,6 +69,13 @@ resource "google_bigquery_dataset_iam_member" "dataset" {
   dataset_id = var.dataset_id
   role       = each.value.role
   member     = var.principals[each.value.principal].member
+
+  lifecycle {
+    precondition {
+      condition     = var.dataset_id != null
+      error_message = "${each.value.principal}: grant on the metrics dataset, which was not given to this module."
+    }
+  }
 }
 
 resource "google_storage_bucket_iam_member" "bucket" {
@@ -65,6 +84,13 @@ resource "google_storage_bucket_iam_member" "bucket" {
   bucket = local.buckets[each.value.scope]
   role   = each.value.role
   member = var.principals[each.value.principal].member
+
+  lifecycle {
+    precondition {
+      condition     = local.buckets[each.value.scope] != null
+      error_message = "${each.value.principal}: grant on the ${each.value.scope}, which was not given to this module."
+    }
+  }
 }
 
 resource "google_service_account_iam_member" "node_service_account" {

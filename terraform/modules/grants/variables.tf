@@ -19,7 +19,7 @@ variable "principals" {
     # An unknown scope would otherwise be bound nowhere, silently.
     condition = alltrue(flatten([
       for p in values(var.principals) : [
-        for g in p.grants : contains(["project", "topic", "dataset", "config_bucket", "models_bucket", "node_service_account"], g.scope)
+        for g in p.grants : contains(["project", "topic", "dataset", "config_bucket", "models_bucket", "releases_bucket", "sax_bucket", "node_service_account"], g.scope)
       ]
     ]))
     error_message = "A grant has a scope this module does not know; bind it here (or in modules/iam for project scope) before deploying."
@@ -29,11 +29,13 @@ variable "principals" {
 variable "topic_ids" {
   type        = map(string)
   description = "Topic id (projects/<project>/topics/<name>) by topic name, for grants of scope \"topic\"."
+  default     = {}
 }
 
 variable "dataset_id" {
   type        = string
-  description = "The metrics dataset, for grants of scope \"dataset\"."
+  description = "The metrics dataset, for grants of scope \"dataset\"; null when none of the accounts has one."
+  default     = null
 }
 
 variable "config_bucket" {
@@ -43,7 +45,19 @@ variable "config_bucket" {
 
 variable "models_bucket" {
   type        = string
-  description = "Name of the model artifacts bucket, for grants of scope \"models_bucket\"."
+  description = "Name of the models bucket, for grants of scope \"models_bucket\"."
+}
+
+variable "releases_bucket" {
+  type        = string
+  description = "Name of the bucket deploy_model copies releases to (the team config's serving.releases_bucket), for grants of scope \"releases_bucket\"; null: the models bucket."
+  default     = null
+}
+
+variable "sax_bucket" {
+  type        = string
+  description = "Name of the bucket holding the Sax cell's state, for grants of scope \"sax_bucket\"; null when none of the accounts has one."
+  default     = null
 }
 
 variable "node_service_account" {

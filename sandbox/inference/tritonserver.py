@@ -1,0 +1,607 @@
+"""Real ``tritonserver`` processes for the Triton pods of the simulated cluster.
+
+A pod made from the Deployment that ``deploy_model`` renders runs::
+
+    tritonserver --model-repository=gs://BUCKET/releases/<deployment>/<release>
+        --model-control-mode=explicit --load-model=<model> --strict-readiness=true
+        --exit-on-error=true --exit-timeout-secs=30
+        --http-port=8000 --grpc-port=8001 --metrics-port=8002
+
+``TritonLauncher`` runs that container as a local process: the ``tritonserver`` binary
+and Python backend nvidia-pytriton ships (CPU), reading the release from the
+sandbox's Cloud Storage, so a rollout is judged by a real server loading the real
+files -- a broken upload really fails to load and the pod really exits.
+
+**Arguments are translated, not passed through.** The semantic flags (repository,
+model control, readiness, exit behaviour, logging) are kept after validation; the
+ports are replaced by the host ports the caller chose, every endpoint binds
+127.0.0.1, and the backend directory is the one prepared here. Anything else is
+refused with ValueError rather than guessed at: flags naming paths inside the image
+(``--log-file``, ``--cache-directory``, TLS certificates, traces) would read or
+write this machine's filesystem; a local ``--model-repository`` would too, so only
+``gs://`` repositories are served. GPU-only tuning flags are dropped (no GPU here).
+
+**Never without the storage endpoint.** Triton's GCS client ignores
+STORAGE_EMULATOR_HOST; it reads ``CLOUD_STORAGE_EMULATOR_ENDPOINT``. Without it a
+``gs://`` repository makes Triton look for Google credentials and hang at start, so
+the launcher raises instead of starting it.
+
+**The backend directory is prepared once** per working directory: the Python
+backend (``libtriton_python.so``, ``triton_python_backend_utils.py``) and the stub
+for this interpreter's version, copied (a few MB) into ``<work_dir>/_tritonserver``
+under a name that carries the pytriton and Python versions, built beside it and
+renamed into place so concurrent launchers (threads or processes) never see half a
+copy. The binary itself runs from site-packages. The stub embeds Python: this
+interpreter's ``LIBDIR`` goes on ``LD_LIBRARY_PATH`` (``prepare_stub_environment``) and
+its ``bin`` first on ``PATH``, which is how the embedded interpreter finds this
+environment's numpy.
+
+**Lifetime.** Each server starts in a session of its own (its stubs share its
+process group), so signals meant for the sandbox do not reach it and ``stop`` can
+end the whole group. ``stop(grace)`` sends SIGTERM (Triton drains, then exits 0) and
+SIGKILLs the group after ``grace``. To die with this process, every server is forked
+by one long-lived thread of this module and exec'd through ``setpriv --pdeathsig
+TERM`` where available: the kernel sends the signal when the *forking thread* dies,
+so forking from a caller's short-lived thread (pytriton's way) would kill the server
+as soon as that thread returned. A normal interpreter exit also stops every server
+still running (atexit). Only a server that had to be killed (SIGKILL after the grace)
+leaves litter: its model download in ``/tmp/folderXXXXXX`` (hard-coded by Triton; TMPDIR
+is ignored) and the stub's ``/dev/shm/triton_python_backend_shm_region_*`` (1 MB).
+
+**Exit codes** are reported as a container runtime does: a server ended by signal N
+exits ``128 + N``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import hashlib
+import os
+import queue
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass
+from importlib import metadata
+from importlib.util import find_spec
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sandbox.inference.triton import prepare_stub_environment
+
+__all__ = [
+    "CONTAINER_PORTS",
+    "TritonLauncher",
+    "TritonNotInstalledError",
+    "TritonProcess",
+    "prepare_backend_directory",
+    "server_arguments",
+]
+
+T = TypeVar("T")
+
+#: Triton's default container ports: HTTP, gRPC, metrics.
+CONTAINER_PORTS: dict[str, int] = {"http": 8000, "grpc": 8001, "metrics": 8002}
+_STUB = "triton_python_backend_stub"
+_WORK_SUBDIR = "_tritonserver"
+_LOG_TAIL_BYTES = 256 * 1024
+_KILL_WAIT_SECONDS = 10.0
+_AT_EXIT_GRACE_SECONDS = 5.0
+
+_TRUE = frozenset({"true", "on", "1"})
+_FALSE = frozenset({"false", "off", "0"})
+_INT = re.compile(r"^-?[0-9]{1,9}$")
+_NUMBER = re.compile(r"^[0-9]{1,9}(\.[0-9]{1,6})?$")
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9._-]{1,220}[a-z0-9]$")
+_OBJECT_PATH = re.compile(r"^[A-Za-z0-9_.\-/]{0,900}$")
+_BACKEND_CONFIG = re.compile(r"^[A-Za-z0-9_-]{1,64},[A-Za-z0-9_.-]{1,64}=[A-Za-z0-9_.,:-]{0,256}$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}$")
+# Names the launcher owns or that would change how the binary and its stub load.
+_RESERVED_ENV = re.compile(
+    r"^(LD_.*|PATH|PYTHON(HOME|PATH|STARTUP|USERBASE|EXECUTABLE|PLATLIBDIR|SAFEPATH)|HOME|"
+    r"TMPDIR|CLOUD_STORAGE_EMULATOR_ENDPOINT|STORAGE_EMULATOR_HOST|"
+    r"GOOGLE_APPLICATION_CREDENTIALS|GCE_METADATA_.*)$")
+_HOST_ENV = ("LANG", "LC_ALL", "TZ")
+
+
+class TritonNotInstalledError(RuntimeError):
+    """nvidia-pytriton (which ships the binary) is missing or lacks a stub for this Python."""
+
+
+# ------------------------------------------------------------------ argument translation
+def _bool(flag: str, value: str) -> str:
+    if value.lower() not in _TRUE | _FALSE:
+        raise ValueError(f"--{flag} takes true or false, not {value!r}")
+    return value.lower()
+
+
+def _int(flag: str, value: str) -> str:
+    if not _INT.match(value):
+        raise ValueError(f"--{flag} takes an integer, not {value!r}")
+    return value
+
+
+def _number(flag: str, value: str) -> str:
+    if not _NUMBER.match(value):
+        raise ValueError(f"--{flag} takes a number, not {value!r}")
+    return value
+
+
+def _name(flag: str, value: str) -> str:
+    if not _NAME.match(value):
+        raise ValueError(f"--{flag} takes a name of [A-Za-z0-9_.-], not {value!r}")
+    return value
+
+
+def _model(flag: str, value: str) -> str:
+    return value if value == "*" else _name(flag, value)
+
+
+def _choice(*choices: str) -> Callable[[str, str], str]:
+    def check(flag: str, value: str) -> str:
+        if value not in choices:
+            raise ValueError(f"--{flag} takes one of {', '.join(choices)}, not {value!r}")
+        return value
+    return check
+
+
+def _backend_config(flag: str, value: str) -> str:
+    if not _BACKEND_CONFIG.match(value):
+        raise ValueError(f"--{flag} takes <backend>,<setting>=<value> without paths, "
+                         f"not {value!r}")
+    return value
+
+
+def _repository(flag: str, value: str) -> str:
+    if not value.startswith("gs://"):
+        raise ValueError(
+            f"--{flag}={value!r}: only gs:// model repositories can be served in the "
+            "sandbox (a local path names a directory inside the container image)")
+    bucket, _, path = value[len("gs://"):].partition("/")
+    if not _BUCKET.match(bucket) or not _OBJECT_PATH.match(path) or ".." in path.split("/"):
+        raise ValueError(f"--{flag}={value!r} is not a plain gs://bucket/path")
+    return value
+
+
+_KEEP: dict[str, Callable[[str, str], str]] = {
+    "model-repository": _repository, "model-store": _repository,
+    "model-control-mode": _choice("none", "poll", "explicit"), "load-model": _model,
+    "strict-readiness": _bool, "exit-on-error": _bool, "strict-model-config": _bool,
+    "exit-timeout-secs": _int, "repository-poll-secs": _int,
+    "model-load-thread-count": _int, "model-load-retry-count": _int,
+    "model-namespacing": _bool, "model-config-name": _name, "id": _name,
+    "log-verbose": _int, "log-info": _bool, "log-warning": _bool, "log-error": _bool,
+    "log-format": _choice("default", "ISO8601"),
+    "allow-http": _bool, "allow-grpc": _bool, "allow-metrics": _bool,
+    "allow-cpu-metrics": _bool, "allow-gpu-metrics": _bool, "metrics-interval-ms": _number,
+    "http-thread-count": _int, "buffer-manager-thread-count": _int,
+    "pinned-memory-pool-byte-size": _int, "rate-limit": _choice("off", "execution_count"),
+    "backend-config": _backend_config,
+}
+_NO_VALUE = frozenset({"disable-auto-complete-config"})
+_PORT_FLAGS = {"http-port": "http", "grpc-port": "grpc", "metrics-port": "metrics"}
+_ADDRESS_FLAGS = frozenset({"http-address", "grpc-address", "metrics-address"})
+_GPU_ONLY = frozenset({"cuda-memory-pool-byte-size", "min-supported-compute-capability",
+                       "model-load-gpu-limit", "cuda-virtual-address-size",
+                       "enable-peer-access"})
+# Accepted only with the value that changes nothing (an extra endpoint or port sharing).
+_ONLY_FALSE = frozenset({"allow-sagemaker", "allow-vertex-ai", "reuse-http-port",
+                         "reuse-grpc-port", "grpc-use-ssl", "grpc-use-ssl-mutual"})
+_REFUSED_WHY = {
+    "backend-directory": "the sandbox supplies the backend directory",
+    "repoagent-directory": "it names a directory inside the container image",
+    "cache-directory": "it names a directory inside the container image",
+    "cache-config": "the response cache is not available in the sandbox",
+    "log-file": "the server's log is the pod's log",
+    "trace-file": "it names a file inside the container",
+    "trace-config": "tracing writes files inside the container",
+    "grpc-server-cert": "it names a file inside the container image",
+    "grpc-server-key": "it names a file inside the container image",
+    "grpc-root-cert": "it names a file inside the container image",
+}
+
+
+def _options(argv: Sequence[str]) -> list[tuple[str, str | None]]:
+    """``--flag=value`` / ``--flag value`` / ``--flag`` into (flag, value) pairs."""
+    options: list[tuple[str, str | None]] = []
+    index = 0
+    while index < len(argv):
+        arg = argv[index]
+        index += 1
+        if not arg.startswith("--") or len(arg) < 3:
+            raise ValueError(f"tritonserver argument {arg!r} is not a --flag")
+        flag, equals, value = arg[2:].partition("=")
+        if flag in _NO_VALUE:
+            if equals:
+                raise ValueError(f"--{flag} takes no value")
+            options.append((flag, None))
+            continue
+        if not equals:
+            if index >= len(argv):
+                raise ValueError(f"--{flag} needs a value")
+            value = argv[index]
+            index += 1
+        if any(ord(ch) < 32 for ch in value):
+            raise ValueError(f"--{flag} has a control character in its value")
+        options.append((flag, value))
+    return options
+
+
+def _container_argv(container: Mapping[str, Any]) -> list[str]:
+    command = list(container.get("command") or [])
+    args = list(container.get("args") or [])
+    argv = [str(part) for part in command + args]
+    if not argv or Path(argv[0]).name != "tritonserver":
+        raise ValueError("the container must run tritonserver (command or args starting "
+                         f"with it), not {argv[:1]!r}")
+    return argv[1:]
+
+
+def server_arguments(container: Mapping[str, Any], ports: Mapping[int, int], *,
+                     backend_directory: Path) -> list[str]:
+    """The flags to run the container's ``tritonserver`` with on this machine (pure).
+
+    Raises ValueError naming the flag for anything that cannot be honoured safely,
+    and for an enabled endpoint whose container port has no host port in ``ports``.
+    """
+    kept: list[str] = []
+    container_port = dict(CONTAINER_PORTS)
+    enabled = {"http": True, "grpc": True, "metrics": True}
+    repositories = 0
+    for flag, value in _options(_container_argv(container)):
+        if value is None:
+            kept.append(f"--{flag}")
+        elif flag in _KEEP:
+            checked = _KEEP[flag](flag, value)
+            kept.append(f"--{flag}={checked}")
+            repositories += flag in ("model-repository", "model-store")
+            if flag.startswith("allow-") and flag[len("allow-"):] in enabled:
+                enabled[flag[len("allow-"):]] = checked in _TRUE
+        elif flag in _PORT_FLAGS:
+            container_port[_PORT_FLAGS[flag]] = int(_int(flag, value))
+        elif flag in _ADDRESS_FLAGS or flag in _GPU_ONLY:
+            continue  # every endpoint binds 127.0.0.1; no GPU here
+        elif flag in _ONLY_FALSE:
+            if _bool(flag, value) not in _FALSE:
+                raise ValueError(f"--{flag}={value} is not supported in the sandbox")
+            kept.append(f"--{flag}=false")
+        elif flag in _REFUSED_WHY:
+            raise ValueError(f"--{flag} is not supported in the sandbox: {_REFUSED_WHY[flag]}")
+        else:
+            raise ValueError(f"tritonserver flag --{flag} is not supported in the sandbox")
+    if repositories == 0:
+        raise ValueError("tritonserver needs --model-repository")
+    endpoints: list[str] = []
+    for endpoint, on in enabled.items():
+        if not on:
+            continue
+        port = container_port[endpoint]
+        host_port = ports.get(port)
+        if not isinstance(host_port, int) or not 0 < host_port < 65536:
+            raise ValueError(f"no host port for container port {port} (--{endpoint}-port)")
+        endpoints += [f"--{endpoint}-address=127.0.0.1", f"--{endpoint}-port={host_port}"]
+    return [*kept, *endpoints, f"--backend-directory={backend_directory}"]
+
+
+def _container_env(container: Mapping[str, Any]) -> dict[str, str]:
+    """The container's literal ``env`` entries (``valueFrom`` ones are the cluster's to
+    resolve and are left out). Raises ValueError for names the launcher owns."""
+    env: dict[str, str] = {}
+    for entry in container.get("env") or []:
+        name = entry.get("name")
+        if not isinstance(name, str) or not _ENV_NAME.match(name):
+            raise ValueError(f"invalid environment variable name {name!r}")
+        if _RESERVED_ENV.match(name):
+            raise ValueError(f"environment variable {name} is set by the sandbox and "
+                             "cannot be overridden by the container")
+        if "value" in entry:
+            value = str(entry.get("value") or "")
+            if "\x00" in value:
+                raise ValueError(f"environment variable {name} contains a NUL byte")
+            env[name] = value
+    return env
+
+
+# ------------------------------------------------------------------ the distribution
+@dataclass(frozen=True)
+class _Distribution:
+    version: str
+    server: Path  # bin/tritonserver
+    backend: Path  # backends/python (without a stub)
+    stub: Path  # for this interpreter's version
+    libs: Path  # nvidia_pytriton.libs
+
+
+@functools.cache
+def _distribution() -> _Distribution:
+    spec = find_spec("pytriton")
+    if spec is None or not spec.submodule_search_locations:
+        raise TritonNotInstalledError(
+            "tritonserver needs nvidia-pytriton: pip install 'accelops[sandbox]'")
+    package = Path(next(iter(spec.submodule_search_locations)))
+    dist = package / "tritonserver"
+    python = f"{sys.version_info.major}.{sys.version_info.minor}"
+    found = _Distribution(
+        version=metadata.version("nvidia-pytriton"),
+        server=dist / "bin" / "tritonserver",
+        backend=dist / "backends" / "python",
+        stub=dist / "python_backend_stubs" / python / _STUB,
+        libs=package.parent / "nvidia_pytriton.libs",
+    )
+    for path in (found.server, found.backend / "libtriton_python.so", found.stub, found.libs):
+        if not path.exists():
+            raise TritonNotInstalledError(f"nvidia-pytriton {found.version} has no {path} "
+                                          f"(Python {python} may be unsupported)")
+    return found
+
+
+_prepared: dict[Path, Path] = {}
+_prepare_lock = threading.Lock()
+
+
+def _backend_path(work_dir: Path) -> Path:
+    """Named by the pytriton and Python versions: an upgrade gets a fresh copy."""
+    python = f"{sys.version_info.major}{sys.version_info.minor}"
+    return (work_dir.resolve() / _WORK_SUBDIR
+            / f"backends-{_distribution().version}-py{python}")
+
+
+def prepare_backend_directory(work_dir: Path) -> Path:
+    """The ``--backend-directory`` below ``work_dir``, made once and reused.
+
+    Raises TritonNotInstalledError when nvidia-pytriton is missing, OSError when
+    ``work_dir`` cannot be written.
+    """
+    dist = _distribution()
+    target = _backend_path(work_dir)
+    with _prepare_lock:
+        if target in _prepared:
+            return target
+        if not (target / "python" / _STUB).is_file():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=".backends-", dir=target.parent))
+            try:
+                backend = staging / "python"
+                backend.mkdir()
+                for source in dist.backend.iterdir():
+                    if source.is_file():
+                        shutil.copy2(source, backend / source.name)
+                shutil.copy2(dist.stub, backend / _STUB)
+                try:
+                    staging.rename(target)
+                except OSError:
+                    # Another process renamed its copy into place first.
+                    if not (target / "python" / _STUB).is_file():
+                        raise
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+        _prepared[target] = target
+        return target
+
+
+# ------------------------------------------------------------------ process lifetime
+class _Forker:
+    """One daemon thread that lives as long as the interpreter and forks every server:
+    a parent-death signal is tied to the forking thread (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._requests: queue.SimpleQueue[tuple[Callable[[], Any], Future[Any]]] = (
+            queue.SimpleQueue())
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    def run(self, work: Callable[[], T]) -> T:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, name="tritonserver-forker",
+                                                daemon=True)
+                self._thread.start()
+        future: Future[T] = Future()
+        self._requests.put((work, future))
+        return future.result()
+
+    def _loop(self) -> None:
+        while True:
+            work, future = self._requests.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(work())
+            except BaseException as exc:  # handed to the caller, who re-raises it
+                future.set_exception(exc)
+
+
+_forker = _Forker()
+
+
+@functools.cache
+def _death_signal_prefix() -> tuple[str, ...]:
+    """``setpriv --pdeathsig TERM --`` when this util-linux supports it, else nothing."""
+    setpriv, true = shutil.which("setpriv"), shutil.which("true")
+    if setpriv is None or true is None:
+        return ()
+    prefix = (setpriv, "--pdeathsig", "TERM", "--")
+    try:
+        probe = subprocess.run([*prefix, true], capture_output=True,  # noqa: S603 - fixed argv
+                               timeout=5, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    return prefix if probe.returncode == 0 else ()
+
+
+_running: set[TritonProcess] = set()
+_running_lock = threading.Lock()
+
+
+def _stop_all_at_exit() -> None:
+    with _running_lock:
+        processes = list(_running)
+    for process in processes:
+        process.terminate()
+    give_up = time.monotonic() + _AT_EXIT_GRACE_SECONDS
+    for process in processes:
+        process.stop(max(0.0, give_up - time.monotonic()))
+
+
+atexit.register(_stop_all_at_exit)
+
+
+class TritonProcess:
+    """One running ``tritonserver`` (a ContainerProcess for the cluster)."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], argv: Sequence[str], log_file: Path,
+                 log_offset: int) -> None:
+        self._popen = popen
+        self.argv = list(argv)
+        self.log_file = log_file
+        self._log_offset = log_offset
+        self._stop_lock = threading.Lock()
+
+    @property
+    def pid(self) -> int:
+        return self._popen.pid
+
+    def alive(self) -> bool:
+        return self._popen.poll() is None
+
+    def exit_code(self) -> int | None:
+        """None while running; ``128 + N`` when ended by signal N."""
+        code = self._popen.poll()
+        if code is None:
+            return None
+        return 128 - code if code < 0 else code
+
+    def wait(self, timeout: float) -> int | None:
+        """Wait up to ``timeout`` seconds for the exit; the exit code, or None."""
+        try:
+            self._popen.wait(timeout=max(0.0, timeout))
+        except subprocess.TimeoutExpired:
+            return None
+        return self.exit_code()
+
+    def terminate(self) -> None:
+        """Send SIGTERM (Triton drains in-flight requests, then exits) and return."""
+        if self._popen.poll() is None:
+            self._popen.send_signal(signal.SIGTERM)
+
+    def stop(self, grace_seconds: float) -> None:
+        """SIGTERM, wait ``grace_seconds``, then SIGKILL the process group; idempotent."""
+        with self._stop_lock:
+            self.terminate()
+            if self.wait(grace_seconds) is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(self._popen.pid, signal.SIGKILL)
+                self._popen.wait(timeout=_KILL_WAIT_SECONDS)
+        with _running_lock:
+            _running.discard(self)
+
+    def log_tail(self, lines: int = 20) -> str:
+        """The last ``lines`` lines this run wrote to the pod's log."""
+        try:
+            with self.log_file.open("rb") as log:
+                size = log.seek(0, os.SEEK_END)
+                log.seek(max(self._log_offset, size - _LOG_TAIL_BYTES))
+                text = log.read().decode("utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:]) if lines > 0 else ""
+
+
+def _log_name(pod: Mapping[str, Any], container: Mapping[str, Any]) -> str:
+    """A file name for the pod's container: sanitised, plus a hash of the exact names
+    so two pods that sanitise alike never share a log."""
+    meta = pod.get("metadata") or {}
+    parts = [str(meta.get("namespace") or "default"), str(meta.get("name") or "pod"),
+             str(container.get("name") or "container")]
+    readable = re.sub(r"[^a-z0-9.-]+", "-", ".".join(parts).lower()).strip(".-")[:120]
+    digest = hashlib.sha256("/".join(parts).encode("utf-8", "replace")).hexdigest()[:10]
+    return f"{readable or 'pod'}-{digest}.log"
+
+
+class TritonLauncher:
+    """Starts a pod's ``tritonserver`` container as a local process.
+
+    ``storage_url`` is the sandbox's Cloud Storage endpoint (``http://127.0.0.1:P``),
+    None when there is none (then only non-``gs://`` repositories could be served, and
+    those are refused: every launch raises). Logs go to one file per pod container
+    under ``log_dir``; the backend directory is prepared under ``work_dir`` (default
+    ``log_dir``).
+    """
+
+    def __init__(self, storage_url: str | None, log_dir: Path, *,
+                 work_dir: Path | None = None) -> None:
+        if storage_url is not None and not re.match(r"^https?://[^\s/]+$", storage_url):
+            raise ValueError(f"storage_url must be http(s)://host:port, not {storage_url!r}")
+        self.storage_url = storage_url
+        self.log_dir = log_dir
+        self.work_dir = work_dir or log_dir
+
+    def arguments(self, container: Mapping[str, Any], ports: Mapping[int, int]) -> list[str]:
+        """The translated flags (see ``server_arguments``); raises ValueError as
+        ``__call__`` would, without starting anything."""
+        flags = server_arguments(container, ports,
+                                 backend_directory=_backend_path(self.work_dir))
+        if self.storage_url is None and any(f.startswith(("--model-repository=gs://",
+                                                          "--model-store=gs://"))
+                                            for f in flags):
+            raise ValueError("a gs:// model repository needs the sandbox's Cloud Storage "
+                             "(storage_url): without CLOUD_STORAGE_EMULATOR_ENDPOINT "
+                             "tritonserver looks for Google credentials and hangs")
+        return flags
+
+    def environment(self, container: Mapping[str, Any]) -> dict[str, str]:
+        """The server's environment: the container's literal ``env``, the loader and
+        stub paths, the storage endpoint; nothing else of this process's."""
+        dist = _distribution()
+        env = {name: os.environ[name] for name in _HOST_ENV if name in os.environ}
+        env.update(_container_env(container))
+        env["PATH"] = os.pathsep.join([str(Path(sys.exec_prefix) / "bin"),
+                                       os.environ.get("PATH", os.defpath)])
+        env["LD_LIBRARY_PATH"] = str(dist.libs)
+        prepare_stub_environment(env)
+        if self.storage_url is not None:
+            env["CLOUD_STORAGE_EMULATOR_ENDPOINT"] = self.storage_url
+        return env
+
+    def __call__(self, pod: Mapping[str, Any], container: Mapping[str, Any],
+                 ports: Mapping[int, int]) -> TritonProcess:
+        """Start the container's server and return at once (readiness is the caller's
+        probe). Raises ValueError for a container it cannot run safely,
+        TritonNotInstalledError without nvidia-pytriton, OSError when it cannot start."""
+        flags = self.arguments(container, ports)
+        env = self.environment(container)
+        prepare_backend_directory(self.work_dir)
+        argv = [str(_distribution().server), *flags]
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_file = self.log_dir / _log_name(pod, container)
+        fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW
+                     | os.O_CLOEXEC, 0o644)
+        try:
+            offset = os.lseek(fd, 0, os.SEEK_END)
+            stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+            os.write(fd, f"# {stamp} start: {shlex.join(argv)}\n".encode())
+            prefix = _death_signal_prefix()
+
+            def spawn() -> subprocess.Popen[bytes]:
+                return subprocess.Popen(  # noqa: S603 - argv validated by server_arguments
+                    [*prefix, *argv], env=env, cwd=self.work_dir, stdin=subprocess.DEVNULL,
+                    stdout=fd, stderr=subprocess.STDOUT, start_new_session=True)
+
+            popen = _forker.run(spawn)
+        finally:
+            os.close(fd)
+        process = TritonProcess(popen, argv, log_file, offset)
+        with _running_lock:
+            _running.add(process)
+        return process

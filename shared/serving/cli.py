@@ -1,0 +1,110 @@
+"""``accelops models list | status MODEL | rollback MODEL [--to VERSION]``."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["add_commands"]
+
+
+def _context(args: argparse.Namespace) -> tuple[Any, Any]:
+    from shared.config import Settings, load_config
+    from shared.errors import ConfigError
+    from shared.kube import get_client
+
+    settings = Settings.from_env()
+    source = args.config or settings.config_source
+    if not source:
+        raise ConfigError("no configuration: pass --config FILE or set ACCELOPS_CONFIG")
+    return load_config(source), get_client(settings)
+
+
+def _when(epoch: float | None) -> str:
+    if not epoch:
+        return "-"
+    return datetime.datetime.fromtimestamp(epoch, datetime.UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _table(rows: Sequence[tuple[str, ...]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    from shared.serving.ledger import list_ledgers
+    from shared.serving.operator import summarise
+
+    config, kube = _context(args)
+    ledgers = list_ledgers(kube, config.serving.namespace)
+    if not ledgers:
+        print(f"no models deployed in namespace {config.serving.namespace}")
+        return 0
+    rows = [("MODEL", "SERVER", "DEPLOYMENT", "CURRENT", "PREVIOUS", "LATEST ROLLOUT",
+             "LAST FAILURE")]
+    for ledger in ledgers:
+        s = summarise(ledger)
+        rows.append((s.model, s.server, s.deployment, s.current, s.previous, s.rollout,
+                     s.last_failure[:80]))
+    _table(rows)
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from shared.errors import NotFoundError
+    from shared.serving.ledger import load_ledger
+    from shared.serving.operator import summarise
+
+    config, kube = _context(args)
+    ledger = load_ledger(kube, config.serving.namespace, args.model)
+    if not ledger.rollouts:
+        raise NotFoundError(f"no model {args.model!r} in namespace "
+                            f"{config.serving.namespace}", field="model")
+    s = summarise(ledger)
+    print(f"model       {s.model} ({s.server}, deployment {s.deployment})")
+    print(f"current     {s.current}")
+    print(f"previous    {s.previous}")
+    print(f"failure     {s.last_failure}")
+    print()
+    rows = [("VERSION", "KIND", "STATE", "STARTED", "FINISHED", "RELEASE", "DETAIL")]
+    for r in reversed(ledger.rollouts):
+        detail = r.reason or r.progress or ""
+        if r.field:
+            detail = f"[{r.field}] {detail}"
+        rows.append((r.version, r.kind, r.state, _when(r.started), _when(r.finished), r.id,
+                     detail[:100]))
+    _table(rows)
+    return 0
+
+
+def cmd_rollback(args: argparse.Namespace) -> int:
+    from shared.serving.operator import rollback
+
+    config, kube = _context(args)
+    rollout = rollback(kube, config, args.model, args.to)
+    print(f"{args.model}: rolling back to version {rollout.version} (release {rollout.id}); "
+          f"`accelops models status {args.model}` follows it")
+    return 0
+
+
+def add_commands(sub: Any) -> None:
+    models = sub.add_parser(
+        "models", help="served models: list, status, rollback",
+        description="Reads the rollout ledgers in the serving namespace of the cluster named "
+                    "by the environment (KUBECONFIG or ACCELOPS_PROJECT/LOCATION/CLUSTER).")
+    actions = models.add_subparsers(dest="models_command", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="every model: current and previous versions, "
+                                             "rollout state, last failure")
+    listing.set_defaults(func=cmd_list)
+    status = actions.add_parser("status", help="one model's rollouts, newest first")
+    status.add_argument("model")
+    status.set_defaults(func=cmd_status)
+    back = actions.add_parser("rollback", help="serve a version that served before")
+    back.add_argument("model")
+    back.add_argument("--to", metavar="VERSION", help="default: the previous version")
+    back.set_defaults(func=cmd_rollback)
+    for parser in (listing, status, back):
+        parser.add_argument("--config", help="config YAML (default: $ACCELOPS_CONFIG)")

@@ -1,0 +1,92 @@
+"""What ``accelops models`` reads and does: ledgers in words, and rollbacks.
+
+A rollback by hand is a rollout like any other — to a release that served before,
+from its existing snapshot — so ``reconcile_models`` watches it the same way and a
+rollback that does not become ready is itself rolled back to what served.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from shared.config import AccelopsConfig
+from shared.errors import NotFoundError, PermanentError
+from shared.kube import KubeClient
+from shared.serving.ledger import Ledger, Rollout, load_ledger, save_ledger
+
+__all__ = ["ModelSummary", "rollback", "summarise"]
+
+_SERVED = frozenset({"ready"})
+
+
+@dataclass(frozen=True, slots=True)
+class ModelSummary:
+    model: str
+    server: str
+    deployment: str
+    current: str
+    previous: str
+    rollout: str  # the newest rollout's version and state
+    last_failure: str
+
+
+def _version(ledger: Ledger, rollout_id: str | None) -> str:
+    rollout = ledger.find(rollout_id)
+    return rollout.version if rollout is not None else "-"
+
+
+def summarise(ledger: Ledger) -> ModelSummary:
+    newest = ledger.rollouts[-1] if ledger.rollouts else None
+    failed = next((r for r in reversed(ledger.rollouts)
+                   if r.state in ("rolled-back", "rolling-back", "failed", "rejected")), None)
+    failure = f"{failed.version} {failed.state}: {failed.reason}" if failed else "-"
+    return ModelSummary(
+        model=ledger.model, server=ledger.server or "-", deployment=ledger.deployment or "-",
+        current=_version(ledger, ledger.current), previous=_version(ledger, ledger.previous),
+        rollout=f"{newest.version} {newest.state}" if newest else "-", last_failure=failure)
+
+
+def _target(ledger: Ledger, to_version: str | None) -> Rollout:
+    if to_version is None:
+        target = ledger.find(ledger.previous)
+        if target is None:
+            raise PermanentError(f"{ledger.model} has no previous version to roll back to",
+                                 field="model")
+        return target
+    wanted = to_version.lstrip("v")
+    for rollout in reversed(ledger.rollouts):
+        if rollout.version.lstrip("v") == wanted and rollout.release and (
+                rollout.state in _SERVED or rollout.id in (ledger.current, ledger.previous)):
+            return rollout
+    raise PermanentError(f"{ledger.model} has no version {to_version} that served",
+                         field="--to", rule="a version listed as ready by models status")
+
+
+def rollback(kube: KubeClient, config: AccelopsConfig, model: str,
+             to_version: str | None = None) -> Rollout:
+    """Start a rollout back to ``to_version`` (default: the previous version)."""
+    namespace = config.serving.namespace
+    ledger = load_ledger(kube, namespace, model)
+    if not ledger.rollouts:
+        raise NotFoundError(f"no model {model!r} in namespace {namespace}", field="model")
+    if ledger.server != "triton":
+        raise PermanentError(f"{model} is served by {ledger.server}: roll back by uploading "
+                             f"the version's manifest again", field="model")
+    target = _target(ledger, to_version)
+    if target.id == ledger.current and ledger.active() is None:
+        raise PermanentError(f"{model} {target.version} already serves", field="--to")
+    from shared.serving.deploy import supersede_active
+    from shared.serving.rollout import apply_release
+
+    now = time.time()
+    count = sum(1 for r in ledger.rollouts if r.kind == "rollback") + 1
+    rollout = target.model_copy(update={
+        "id": f"{target.id}-b{count}", "key": f"rollback:{target.id}:{now:.3f}",
+        "kind": "rollback", "state": "rolling-out", "started": now, "finished": None,
+        "reason": None, "field": None, "rule": None, "progress": "Deployment updated"})
+    supersede_active(ledger, rollout.id, now)
+    ledger.record(rollout, config.serving.history)
+    save_ledger(kube, namespace, ledger)
+    apply_release(kube, rollout, config.serving)
+    return rollout

@@ -1,0 +1,237 @@
+"""Saxml rollouts: model servers on TPU slices, published through the HTTP proxy.
+
+A Saxml version is served by model servers that join the Sax cell, on a TPU slice
+of the manifest's type. The slice comes from the same machinery as training: the
+model servers are a JobSet queued through the Saxml team's Kueue LocalQueue, and
+``reconcile_slices`` creates its node pool once Kueue admits it and deletes it
+when the JobSet goes. No pool is made by hand.
+
+Each version is published under a Sax model name of its own
+(``/sax/<cell>/<model>-v<N>``), so the new one is loaded beside the old:
+
+1. ``deploy_model`` writes the snapshot, creates the model-server JobSet and
+   records the rollout (``rolling-out``: waiting for the slice);
+2. once the servers run, ``reconcile_models`` publishes the version through the
+   proxy (``/publish``: model path, checkpoint in the snapshot, replicas);
+3. once it answers a generation (``/listcell`` counts servers *assigned* to a model,
+   loading, loaded or failed alike, so only a probe through ``/generate`` shows a
+   version servable), the previous version is unpublished and its JobSet deleted —
+   only then — and the new version is current;
+4. a version that does not become servable in time is unpublished and its JobSet
+   deleted: the previous one never stopped serving (``rolled-back``). Loading and
+   a broken checkpoint look alike from outside, so this is decided by
+   ``serving.rollout_timeout_seconds`` unless the probe's answer cannot change.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import TYPE_CHECKING, Any
+
+from shared.config import AccelopsConfig
+from shared.errors import ConfigError, PermanentError
+from shared.kube import JOBSETS, PODS, KubeClient
+from shared.log import get_logger
+from shared.serving.deploy import DeployOutcome, supersede_active
+from shared.serving.ledger import Ledger, Rollout, save_ledger
+from shared.serving.manifest import DeployManifest
+from shared.serving.triton import snapshot_names
+from shared.storage import ObjectInfo
+
+if TYPE_CHECKING:
+    from shared.serving.saxml import SaxmlProxy
+
+__all__ = ["PROXY_ENV", "advance_saxml", "model_server_jobset", "start_saxml"]
+
+log = get_logger("accelops.serving")
+
+# Where the Saxml HTTP proxy answers; production reaches the in-cluster Service.
+PROXY_ENV = "ACCELOPS_SAXML_PROXY"
+DEFAULT_PROXY = "http://sax-proxy.serving.svc.cluster.local:8888"
+_MODEL_SERVER_PORT = 10001
+
+
+def _proxy() -> SaxmlProxy:
+    from shared.serving.saxml import SaxmlProxy
+
+    return SaxmlProxy(os.environ.get(PROXY_ENV) or DEFAULT_PROXY)
+
+
+def _team(config: AccelopsConfig) -> str:
+    team = config.serving.saxml_team
+    if team is None or team not in config.teams:
+        raise ConfigError("serving.saxml_team must name a team of the configuration: its "
+                          "Kueue queue provides the Saxml model servers' TPU slices",
+                          field="serving.saxml_team")
+    return team
+
+
+def model_server_jobset(config: AccelopsConfig, rollout: Rollout,
+                        sax_root: str) -> dict[str, Any]:
+    """The model servers of one version as a Kueue-queued JobSet on one TPU slice,
+    running as the Saxml identity (Workload Identity) and joining the cell whose state
+    is under ``sax_root``."""
+    from shared.jobs.policy import check_policy
+    from shared.jobs.request import JobRequest
+    from shared.tpu import lookup
+
+    spec = rollout.spec
+    shape = lookup(spec["accelerator"]["tpu"])
+    chip = {"v5e": "tpuv5e", "v4": "tpuv4", "v5p": "tpuv5p", "v6e": "tpuv6e"}.get(
+        shape.family, shape.family)
+    request = JobRequest.model_validate({
+        "name": f"sax-{spec['deployment']}-{rollout.version}",
+        "team": _team(config),
+        "image": config.serving.saxml_model_server_image,
+        "args": [f"--sax_cell={config.serving.saxml_cell}",
+                 f"--port={_MODEL_SERVER_PORT}", f"--platform_chip={chip}",
+                 f"--platform_topology={shape.topology}"],
+        "tpu": {"type": shape.type, "slices": 1},
+        "priority": "high",
+        "max_restarts": 3,
+        "request_id": rollout.id,
+    })
+    try:
+        admission = check_policy(request, config)
+    except PermanentError as exc:
+        raise ConfigError(f"the Saxml team's policy refuses its model servers: "
+                          f"{exc.message}", field="serving.saxml_team") from exc
+    from shared.jobs.render import render_jobset
+
+    jobset = render_jobset(admission, rollout.id)
+    # Job requests may not choose an identity; the model servers need one to read the
+    # release snapshot and the cell's state, so it is set here, from the config.
+    pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod["serviceAccountName"] = config.serving.saxml_service_account
+    pod["automountServiceAccountToken"] = False
+    pod["restartPolicy"] = "OnFailure"
+    pod["containers"][0].setdefault("env", []).append({"name": "SAX_ROOT",
+                                                        "value": sax_root})
+    return jobset
+
+
+def _sax_root(kube: KubeClient, config: AccelopsConfig) -> str:
+    """Where the cell keeps its state: the SAX_ROOT of the serving namespace's Saxml
+    settings (written by the deployment; see shared/deployment/serving.py)."""
+    from shared.deployment.serving import SAXML_CONFIG_MAP
+    from shared.errors import NotFoundError
+    from shared.kube import CONFIG_MAPS
+
+    try:
+        settings = kube.get(CONFIG_MAPS, SAXML_CONFIG_MAP, config.serving.namespace)
+    except NotFoundError as exc:
+        raise ConfigError(f"ConfigMap {config.serving.namespace}/{SAXML_CONFIG_MAP} is "
+                          f"missing: apply the manifests (kubectl apply -k)",
+                          field="serving") from exc
+    root = (settings.get("data") or {}).get("SAX_ROOT")
+    if not root:
+        raise ConfigError(f"ConfigMap {SAXML_CONFIG_MAP} has no SAX_ROOT", field="serving")
+    return str(root)
+
+
+def start_saxml(kube: KubeClient, config: AccelopsConfig, ledger: Ledger, rollout: Rollout,
+                manifest: DeployManifest, sources: dict[str, ObjectInfo], bucket: str,
+                prefix: str) -> DeployOutcome:
+    """Record the rollout, write the snapshot, create the model-server JobSet."""
+    from shared.errors import AlreadyExistsError
+    from shared.serving import release as releases
+    from shared.serving.saxml import sax_model_name
+
+    assert manifest.saxml is not None
+    namespace = config.serving.namespace
+    names = snapshot_names(prefix, manifest.model, manifest.version_number,
+                           [f.path for f in manifest.files])
+    checkpoint = names[next(f.path for f in manifest.files
+                            if f.path.startswith(manifest.saxml.checkpoint.rstrip("/") + "/"))]
+    checkpoint_dir = checkpoint[:checkpoint.index(manifest.saxml.checkpoint.rstrip("/"))] + \
+        manifest.saxml.checkpoint.rstrip("/")
+    rollout = rollout.model_copy(update={
+        "serving": sax_model_name(config.serving.saxml_cell, manifest.target, manifest.version),
+        "spec": {**rollout.spec, "checkpoint": f"gs://{bucket}/{checkpoint_dir}"}})
+    supersede_active(ledger, rollout.id, rollout.started)
+    ledger.record(rollout, config.serving.history)
+    save_ledger(kube, namespace, ledger)
+    releases.copy_snapshot(manifest, sources, bucket, prefix, None)
+    jobset = model_server_jobset(config, rollout, _sax_root(kube, config))
+    with contextlib.suppress(AlreadyExistsError):
+        kube.create(JOBSETS, jobset)
+    ledger.update(rollout.id, state="rolling-out", progress="waiting for the model servers' "
+                                                             "TPU slice")
+    save_ledger(kube, namespace, ledger)
+    log.info(f"{manifest.model}: Saxml version {manifest.version} requested its model "
+             f"servers ({jobset['metadata']['name']})", model=manifest.model)
+    return DeployOutcome("started", f"model servers requested for {manifest.version}",
+                         manifest.model, rollout.id)
+
+
+def _servers_running(kube: KubeClient, config: AccelopsConfig, rollout: Rollout) -> bool:
+    from shared.jobs.render import LABEL_REQUEST_KEY
+    from shared.names import request_key
+
+    namespace = config.teams[_team(config)].namespace
+    jobsets = kube.list(JOBSETS, namespace,
+                        label_selector=f"{LABEL_REQUEST_KEY}={request_key(rollout.id)}")
+    if not jobsets:
+        return False
+    name = jobsets[0]["metadata"]["name"]
+    pods = kube.list(PODS, namespace, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}")
+    return bool(pods) and all((p.get("status") or {}).get("phase") == "Running" for p in pods)
+
+
+def _retire(kube: KubeClient, config: AccelopsConfig, rollout: Rollout) -> None:
+    """Unpublish a version and delete its model servers (their slice is then reaped)."""
+    from shared.jobs.render import LABEL_REQUEST_KEY
+    from shared.names import request_key
+
+    if rollout.serving:
+        _proxy().unpublish(rollout.serving)
+    namespace = config.teams[_team(config)].namespace
+    for jobset in kube.list(JOBSETS, namespace,
+                            label_selector=f"{LABEL_REQUEST_KEY}={request_key(rollout.id)}"):
+        kube.delete(JOBSETS, jobset["metadata"]["name"], namespace)
+
+
+def advance_saxml(kube: KubeClient, ledger: Ledger, rollout: Rollout, config: AccelopsConfig,
+                  now: float) -> bool:
+    """Move one Saxml rollout on (see the module docstring); True when it changed."""
+    age = now - rollout.started
+    if rollout.state != "rolling-out" or rollout.serving is None:
+        ledger.update(rollout.id, state="failed", finished=now,
+                      reason=f"cannot continue a Saxml rollout in state {rollout.state}")
+        return True
+    proxy = _proxy()
+    status = proxy.model_status(rollout.serving)
+    if status is None:
+        if _servers_running(kube, config, rollout):
+            spec = rollout.spec
+            proxy.publish(rollout.serving, spec["saxml"]["model_path"], spec["checkpoint"],
+                          int(spec["saxml"]["replicas"]))
+            ledger.update(rollout.id, progress="published; waiting until it is servable")
+            return True
+        detail = "waiting for the model servers' TPU slice"
+    elif status.servable:
+        previous = ledger.find(ledger.current)
+        if previous is not None and previous.id != rollout.id:
+            _retire(kube, config, previous)
+        ledger.update(rollout.id, state="ready", finished=now,
+                      progress=f"{rollout.serving} servable")
+        ledger.promote(rollout.id)
+        log.info(f"{ledger.model}: Saxml version {rollout.version} serves", model=ledger.model)
+        return True
+    else:
+        detail = f"published, not servable yet{': ' + status.error if status.error else ''}"
+    if age > config.serving.rollout_timeout_seconds or (status is not None and status.error):
+        reason = f"{rollout.serving} not servable after {age:.0f} s: {detail}"
+        _retire(kube, config, rollout)
+        previous = ledger.find(ledger.current)
+        state = "rolled-back" if previous is not None and previous.id != rollout.id \
+            else "failed"
+        ledger.update(rollout.id, state=state, finished=now, reason=reason)
+        log.error(f"{ledger.model}: Saxml version {rollout.version} {state}: {reason}",
+                  model=ledger.model, version=rollout.version)
+        return True
+    if rollout.progress == detail:
+        return False
+    ledger.update(rollout.id, progress=detail)
+    return True

@@ -1,0 +1,223 @@
+"""What a Triton release is, in the bucket and in the cluster (pure).
+
+**Immutable releases.** Each rollout copies the version's artifacts (server-side)
+into a snapshot of its own, a complete model repository::
+
+    gs://RELEASES/releases/<deployment>/<release id>/<model>/config.pbtxt   (pinned)
+    gs://RELEASES/releases/<deployment>/<release id>/<model>/<N>/<files...>
+
+and points the Deployment at it. The served config is pinned to version N
+(``version_policy: specific``) and names the model, whatever the upload said, so
+the snapshot serves exactly one version.
+
+**Every replica serves it.** In explicit model-control mode a fresh Triton loads
+nothing unless told; a load request sent through the Service reaches one replica.
+So nothing is loaded by request: the pod template says ``--load-model=<model>`` on
+the release's repository, and every pod made from it — the first, those the HPA
+adds, those that restart — loads exactly that at start, with ``--exit-on-error``
+so a version that fails to load never reports ready.
+
+**No request lost in a switch.** A new release is a new pod template: a rolling
+update with ``maxUnavailable: 0`` adds a pod, waits for it to be ready (strict
+readiness: ready only when its model is), and only then retires an old one; the
+old pod leaves the Service's endpoints, sleeps in preStop while load balancers
+catch up, and Triton drains in-flight requests on SIGTERM.
+
+**Rollback** applies the previous release's template: the same mechanics.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from shared.config import ServingConfig
+from shared.kube import DEPLOYMENTS, HORIZONTAL_POD_AUTOSCALERS, POD_MONITORINGS, SERVICES, Resource
+from shared.names import short_hash
+
+__all__ = [
+    "ANNOTATION_RELEASE",
+    "ANNOTATION_VERSION",
+    "LABEL_INSTANCE",
+    "LABEL_RELEASE",
+    "LABEL_SERVER",
+    "MODELS_PORT",
+    "release_id",
+    "release_prefix",
+    "render_triton",
+    "snapshot_names",
+]
+
+LABEL_SERVER = "app.kubernetes.io/name"
+LABEL_INSTANCE = "app.kubernetes.io/instance"
+LABEL_MANAGED = "app.kubernetes.io/managed-by"
+LABEL_RELEASE = "accelops.dev/release"
+LABEL_MODEL = "accelops.dev/model"
+ANNOTATION_RELEASE = "accelops.dev/release"
+ANNOTATION_VERSION = "accelops.dev/model-version"
+HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
+MODELS_PORT = HTTP_PORT
+# Seconds an old pod keeps serving after it leaves the endpoints (load balancers and
+# kube-proxy learn of it asynchronously), then Triton's own drain.
+PRESTOP_SLEEP_SECONDS = 10
+EXIT_TIMEOUT_SECONDS = 30
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_NODE_LABEL = "cloud.google.com/gke-accelerator"
+
+
+def release_id(manifest_key: str) -> str:
+    """``r-<hash>`` of the manifest's bucket, name and generation: the same upload
+    always names the same snapshot, so a redelivered event reuses its copies."""
+    return "r-" + short_hash(manifest_key, length=12)
+
+
+def release_prefix(deployment: str, rid: str) -> str:
+    return f"releases/{deployment}/{rid}/"
+
+
+def snapshot_names(prefix: str, model: str, version: int,
+                   files: list[str]) -> dict[str, str]:
+    """Artifact path below the upload's version directory → object name in the
+    snapshot. ``config.pbtxt`` goes beside the version directory, the rest in it."""
+    names: dict[str, str] = {}
+    for path in files:
+        if path == "config.pbtxt":
+            names[path] = f"{prefix}{model}/config.pbtxt"
+        else:
+            names[path] = f"{prefix}{model}/{version}/{path}"
+    return names
+
+
+def _labels(deployment: str, model: str) -> dict[str, str]:
+    return {LABEL_SERVER: "triton", LABEL_INSTANCE: deployment, LABEL_MODEL: model,
+            LABEL_MANAGED: "accelops"}
+
+
+def _selector(deployment: str) -> dict[str, str]:
+    return {LABEL_SERVER: "triton", LABEL_INSTANCE: deployment}
+
+
+def _deployment(spec: dict[str, Any], repository: str, rid: str, config: ServingConfig,
+                replicas: int | None) -> dict[str, Any]:
+    deployment, model = spec["deployment"], spec["model"]
+    gpu = spec["accelerator"]["gpu"]
+    probe = {"httpGet": {"path": "/v2/health/ready", "port": "http"},
+             "periodSeconds": 5, "failureThreshold": 3}
+    pod_labels = {**_labels(deployment, model), LABEL_RELEASE: rid}
+    body: dict[str, Any] = {
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": deployment, "namespace": config.namespace,
+                     "labels": _labels(deployment, model),
+                     "annotations": {ANNOTATION_RELEASE: rid,
+                                     ANNOTATION_VERSION: spec["version"]}},
+        "spec": {
+            "selector": {"matchLabels": _selector(deployment)},
+            "strategy": {"type": "RollingUpdate",
+                         "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "minReadySeconds": 5,
+            "progressDeadlineSeconds": config.rollout_timeout_seconds,
+            "revisionHistoryLimit": 5,
+            "template": {
+                "metadata": {"labels": pod_labels,
+                             "annotations": {ANNOTATION_RELEASE: rid,
+                                             ANNOTATION_VERSION: spec["version"]}},
+                "spec": {
+                    "serviceAccountName": config.triton_service_account,
+                    "nodeSelector": {GPU_NODE_LABEL: gpu["type"]},
+                    "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists",
+                                     "effect": "NoSchedule"}],
+                    "terminationGracePeriodSeconds":
+                        PRESTOP_SLEEP_SECONDS + EXIT_TIMEOUT_SECONDS + 5,
+                    "securityContext": {"runAsNonRoot": True, "runAsUser": 1000,
+                                        "seccompProfile": {"type": "RuntimeDefault"}},
+                    "containers": [{
+                        "name": "triton",
+                        "image": config.triton_image,
+                        "command": ["tritonserver"],
+                        "args": [
+                            f"--model-repository={repository}",
+                            "--model-control-mode=explicit",
+                            f"--load-model={model}",
+                            "--strict-readiness=true",
+                            "--exit-on-error=true",
+                            f"--exit-timeout-secs={EXIT_TIMEOUT_SECONDS}",
+                            f"--http-port={HTTP_PORT}", f"--grpc-port={GRPC_PORT}",
+                            f"--metrics-port={METRICS_PORT}",
+                        ],
+                        "ports": [{"name": "http", "containerPort": HTTP_PORT},
+                                  {"name": "grpc", "containerPort": GRPC_PORT},
+                                  {"name": "metrics", "containerPort": METRICS_PORT}],
+                        "resources": {"limits": {GPU_RESOURCE: str(gpu["count"])},
+                                      "requests": {"cpu": "2", "memory": "8Gi"}},
+                        # A model that fails to load ends Triton; its last log lines
+                        # become the termination message the rollout reports.
+                        "terminationMessagePolicy": "FallbackToLogsOnError",
+                        "readinessProbe": probe,
+                        "livenessProbe": {"httpGet": {"path": "/v2/health/live",
+                                                      "port": "http"},
+                                          "periodSeconds": 10, "failureThreshold": 3},
+                        # Loading a large model takes minutes: liveness waits for it.
+                        "startupProbe": {"httpGet": {"path": "/v2/health/live",
+                                                     "port": "http"},
+                                         "periodSeconds": 5, "failureThreshold": 120},
+                        "lifecycle": {"preStop": {"sleep": {
+                            "seconds": PRESTOP_SLEEP_SECONDS}}},
+                        "securityContext": {"allowPrivilegeEscalation": False,
+                                            "capabilities": {"drop": ["ALL"]}},
+                    }],
+                },
+            },
+        },
+    }
+    if replicas is not None:
+        body["spec"]["replicas"] = replicas
+    return body
+
+
+def render_triton(spec: dict[str, Any], repository: str, rid: str, config: ServingConfig,
+                  *, replicas: int | None) -> list[tuple[Resource, dict[str, Any]]]:
+    """The objects that serve one release, in the order to apply them.
+
+    ``spec`` is the manifest without its files (``DeployManifest.model_dump``, with
+    ``deployment`` filled in); ``repository`` the release's gs:// prefix.
+    ``replicas`` only when creating the Deployment: afterwards the HPA owns it.
+    """
+    deployment, model = spec["deployment"], spec["model"]
+    namespace = config.namespace
+    labels = _labels(deployment, model)
+    service = {
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": deployment, "namespace": namespace, "labels": labels},
+        "spec": {"selector": _selector(deployment),
+                 "ports": [{"name": "http", "port": HTTP_PORT, "targetPort": "http"},
+                           {"name": "grpc", "port": GRPC_PORT, "targetPort": "grpc"},
+                           {"name": "metrics", "port": METRICS_PORT,
+                            "targetPort": "metrics"}]},
+    }
+    scaling = spec["autoscaling"]
+    hpa = {
+        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+        "metadata": {"name": deployment, "namespace": namespace, "labels": labels},
+        "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
+                               "name": deployment},
+            "minReplicas": spec["replicas"]["min"], "maxReplicas": spec["replicas"]["max"],
+            # Read through the custom-metrics adapter from managed Prometheus, which
+            # scrapes the PodMonitoring below.
+            "metrics": [{"type": "Pods", "pods": {
+                "metric": {"name": f"prometheus.googleapis.com|{scaling['metric']}|gauge"},
+                "target": {"type": "AverageValue",
+                           "averageValue": str(scaling["target"])}}}],
+        },
+    }
+    monitoring = {
+        "apiVersion": "monitoring.googleapis.com/v1", "kind": "PodMonitoring",
+        "metadata": {"name": deployment, "namespace": namespace, "labels": labels},
+        "spec": {"selector": {"matchLabels": _selector(deployment)},
+                 "endpoints": [{"port": "metrics", "interval": "15s"}]},
+    }
+    return [
+        (SERVICES, service),
+        (POD_MONITORINGS, monitoring),
+        (DEPLOYMENTS, _deployment(spec, repository, rid, config, replicas)),
+        (HORIZONTAL_POD_AUTOSCALERS, hpa),
+    ]

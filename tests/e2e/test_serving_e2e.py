@@ -1,0 +1,143 @@
+"""Model uploads served on the whole sandbox: fake-gcs-server notifications pushed to
+deploy_model, real tritonserver pods reading their gs:// release from it, rolling
+updates, reconcile_models on the scheduler's ticks — driven with the real clients."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+
+from sandbox.inference.toy_lm import generate
+from sandbox.inference.toy_lm_model import model_files
+from sandbox.runner import Sandbox
+from shared import kube, storage
+from shared.kube import PODS, SERVICES
+from shared.serving.endpoints import service_url
+from shared.serving.ledger import load_ledger
+from tests.e2e.conftest import wait_for
+from tests.serving_fixtures import upload_version
+
+SANDBOX_PARTS = {"serving"}
+NAMESPACE = "serving"
+READY_SECONDS = 90.0
+
+
+@pytest.fixture(scope="module")
+def cluster(sandbox: Sandbox) -> Any:
+    kube.reset_client()
+    storage.reset_client()
+    return kube.get_client()
+
+
+@pytest.fixture(scope="module")
+def bucket(sandbox: Sandbox) -> Any:
+    from sandbox.storage import storage_client
+
+    return storage_client(sandbox.storage_url, "accelops-local").bucket(sandbox.models_bucket)
+
+
+def ledger(client: Any) -> Any:
+    return load_ledger(client, NAMESPACE, "toy-lm")
+
+
+def settled(client: Any, version: str) -> Any:
+    """The ledger once the newest rollout of ``version`` has left the active states."""
+    def done() -> Any:
+        current = ledger(client)
+        rollouts = [r for r in current.rollouts if r.version == version]
+        return current if rollouts and not rollouts[-1].active else None
+    return wait_for(done, READY_SECONDS)
+
+
+def infer(url: str, prompt: str) -> dict[str, Any]:
+    body = json.dumps({"inputs": [{"name": "text_input", "shape": [1, 1],
+                                   "datatype": "BYTES", "data": [prompt]}]}).encode()
+    request = urllib.request.Request(f"{url}/v2/models/toy-lm/infer", data=body,
+                                     headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(request, timeout=10) as response:
+        result: dict[str, Any] = json.loads(response.read())
+        return result
+
+
+def test_uploads_deploy_switch_without_loss_and_roll_back_a_broken_version(
+        sandbox, cluster, bucket):
+    upload_version(bucket, "toy-lm", "v1", model_files(version_label="v1"))
+
+    v1 = settled(cluster, "v1")
+    assert v1 is not None, ledger(cluster).model_dump_json(indent=1)
+    assert v1.find(v1.current).version == "v1"
+    url = service_url(cluster.get(SERVICES, "toy-lm", NAMESPACE))
+    answer = infer(url, "hello world")
+    assert answer["outputs"][0]["data"] == [generate("hello world").text]
+    assert answer["model_version"] == "1"
+
+    # v2 while a client keeps asking: no request may fail through the switch.
+    failures: list[str] = []
+    versions: set[str] = set()
+    stop = threading.Event()
+
+    def client_loop() -> None:
+        while not stop.is_set():
+            try:
+                versions.add(infer(url, "through the switch")["model_version"])
+            except (urllib.error.URLError, OSError) as exc:
+                failures.append(str(exc))
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=client_loop, daemon=True)
+    thread.start()
+    try:
+        upload_version(bucket, "toy-lm", "v2", model_files(version_label="v2"))
+        v2 = settled(cluster, "v2")
+    finally:
+        stop.set()
+        thread.join(timeout=15)
+    assert v2 is not None
+    assert v2.find(v2.current).version == "v2"
+    assert failures == []
+    assert versions == {"1", "2"}
+    assert infer(url, "after")["model_version"] == "2"
+
+    # A broken v3: Triton cannot load it; v2 keeps serving and v3 is rolled back.
+    upload_version(bucket, "toy-lm", "v3", model_files(broken=True, version_label="v3"))
+    v3 = settled(cluster, "v3")
+    assert v3 is not None
+    rollout = [r for r in v3.rollouts if r.version == "v3"][-1]
+    assert rollout.state == "rolled-back", rollout
+    assert "BROKEN" in (rollout.reason or "") or "initialize" in (rollout.reason or "")
+    assert v3.find(v3.current).version == "v2"
+    assert infer(url, "after the rollback")["model_version"] == "2"
+
+
+def test_a_restarted_pod_serves_the_rolled_out_version(sandbox, cluster):
+    current = ledger(cluster)
+    assert current.current is not None, "runs after the rollout test"
+    [pod] = [p for p in cluster.list(PODS, NAMESPACE,
+                                     label_selector="app.kubernetes.io/instance=toy-lm")
+             if p["metadata"].get("deletionTimestamp") is None]
+    cluster.delete(PODS, pod["metadata"]["name"], NAMESPACE)
+
+    def replaced() -> Any:
+        pods = [p for p in cluster.list(PODS, NAMESPACE,
+                                        label_selector="app.kubernetes.io/instance=toy-lm")
+                if p["metadata"]["name"] != pod["metadata"]["name"]
+                and any(c.get("type") == "Ready" and c.get("status") == "True"
+                        for c in (p.get("status") or {}).get("conditions") or [])]
+        return pods
+    assert wait_for(replaced, READY_SECONDS)
+    url = service_url(cluster.get(SERVICES, "toy-lm", NAMESPACE))
+    assert wait_for(lambda: _version(url) == current.find(current.current).version.lstrip("v"),
+                    30)
+
+
+def _version(url: str) -> str | None:
+    try:
+        return str(infer(url, "restart")["model_version"])
+    except (urllib.error.URLError, OSError):
+        return None
