@@ -82,6 +82,7 @@ bench: $(STAMP)
 	$(PY) -m tests.bench.report
 	$(PY) -m tests.bench.dashboard
 	$(PY) -m tests.bench.hostile
+	$(PY) -m tests.bench.serving
 
 sandbox-up: $(STAMP)
 	$(VENV)/bin/accelops sandbox up

@@ -30,7 +30,7 @@ from sandbox.loadtest import (
     write_html,
 )
 from sandbox.runner import Sandbox, SandboxError
-from sandbox.topology import FUNCTIONS, PROJECT
+from sandbox.topology import ALL_PARTS, FUNCTIONS, PROJECT
 from shared.config import Topics
 from shared.errors import AccelopsError
 from shared.kube import JOBSETS
@@ -223,14 +223,18 @@ def operations() -> list[dict[str, Any]]:
 
 
 def snapshot() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
-    """JobSets, pods and node pools of the cluster the environment names."""
+    """JobSets, pods and TPU slice node pools of the cluster the environment names."""
     from shared import gke
     from shared.config import Settings
     from shared.kube import PODS, get_client
 
+    from shared.slices.labels import LABEL_MANAGED_BY
+
     kube = get_client(Settings.from_env())
-    return (kube.list(JOBSETS), kube.list(PODS),
-            gke.list_node_pools(Settings.from_env()))
+    # Only the slices reconcile_slices makes: the sandbox's static GPU pool stays.
+    pools = [pool for pool in gke.list_node_pools(Settings.from_env())
+             if LABEL_MANAGED_BY in pool.labels]
+    return kube.list(JOBSETS), kube.list(PODS), pools
 
 
 def follow_lifecycle(expected: int, *, timeout: float = LIFECYCLE_SECONDS,
@@ -290,13 +294,21 @@ def main(args: argparse.Namespace) -> int:
         state_dir = Path(args.state_dir) if args.state_dir else Path(tmp)
         print(f"starting the sandbox in {state_dir} ...")
         try:
-            sandbox = Sandbox(state_dir, speed=DEMO_SPEED).start()
+            parts = {"all": ALL_PARTS, "jobs": {"jobs", "metrics"},
+                     "serving": {"serving", "metrics"}}[args.scenario]
+            sandbox = Sandbox(state_dir, speed=DEMO_SPEED, parts=parts).start()
         except SandboxError as exc:
             print(f"accelops demo: {exc}")
             return 1
         try:
             with sandbox.client_env():
-                run_scenario(sandbox, Path(args.report_dir))
+                if args.scenario in ("jobs", "all"):
+                    run_scenario(sandbox, Path(args.report_dir))
+                if args.scenario in ("serving", "all"):
+                    from sandbox.demo_serving import run_serving_scenario
+
+                    print("\n--- serving: model versions uploaded to the bucket ---")
+                    run_serving_scenario(sandbox, Path(args.report_dir))
         except AccelopsError as exc:
             print(f"accelops demo: {exc}\n(logs: {state_dir / 'logs'})")
             return 1

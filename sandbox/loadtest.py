@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from shared.errors import AccelopsError, NotFoundError
 from shared.metrics.model import MetricsSource, TestSummary
@@ -226,15 +227,33 @@ def run(test: LoadTest, env: dict[str, str], source: MetricsSource,
     return finish(LocustProcess(test, env), source, progress)
 
 
+def deployment_target(deployment: str, sandbox: Any) -> Any:
+    """Where the sandbox serves a deployed model now (shared/serving/operator.py)."""
+    from shared import kube
+    from shared.config import load_config
+    from shared.serving.operator import load_target
+
+    kube.reset_client()
+    return load_target(kube.get_client(), load_config(str(sandbox.config)), deployment,
+                       sandbox.saxml_proxy_url if sandbox.has("saxml") else None)
+
+
 def main(args: argparse.Namespace) -> int:
     from sandbox.runner import session, state_dir_from
     from shared.metrics.views import BigQueryMetrics
 
     test_id = args.test_id or new_test_id()
     model = args.model or (STREAM_MODEL if args.stream else DEFAULT_MODELS[args.server])
-    with session(state_dir_from(args.state_dir), {"metrics"}) as sandbox, sandbox.client_env():
+    parts = {"metrics", "serving"} if args.deployment else {"metrics"}
+    with session(state_dir_from(args.state_dir), parts) as sandbox, sandbox.client_env():
         host = args.host or (sandbox.triton_url if args.server == "triton"
                              else sandbox.saxml_url)
+        if args.deployment:
+            target = deployment_target(args.deployment, sandbox)
+            host, model = args.host or target.host, args.model or target.model
+            args.server = target.server
+            print(f"{args.deployment}: {target.server} model {target.model} version "
+                  f"{target.version} at {host}")
         test = LoadTest(test_id=test_id, host=host, server=args.server, users=args.users,
                         duration_s=args.duration, model=model, accelerator=args.accelerator,
                         max_tokens=args.max_tokens, bad_request_ratio=args.bad_request_ratio,

@@ -283,6 +283,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "through Pub/Sub and ingest_metrics into BigQuery. Starts the sandbox's "
                     "metrics part if it is not running, and stops it afterwards.")
     loadtest.add_argument("--server", choices=["triton", "saxml"], default="triton")
+    loadtest.add_argument("--deployment", metavar="NAME",
+                          help="target the version a deployed model serves now (started "
+                               "from a bucket upload; see `accelops models list`)")
     loadtest.add_argument("--users", type=int, default=4, help="concurrent users (default: 4)")
     loadtest.add_argument("--duration", type=int, default=10, help="seconds (default: 10)")
     loadtest.add_argument("--test-id", help="default: lt-<UTC time>-<random>")
@@ -304,6 +307,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="run the demo scenario on a fresh sandbox")
     demo.add_argument("--state-dir", help="sandbox state directory (default: a temporary one)")
+    demo.add_argument("--scenario", choices=["jobs", "serving", "all"], default="all",
+                      help="jobs: requests to JobSets and slices; serving: model uploads "
+                           "rolled out to Triton; all (default): both")
     demo.add_argument("--report-dir", default="reports",
                       help="where the load test's HTML report goes (default: reports)")
     demo.set_defaults(func=cmd_demo)

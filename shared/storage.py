@@ -32,6 +32,7 @@ __all__ = [
     "read_bytes",
     "read_text",
     "reset_client",
+    "upload",
     "write_once",
 ]
 
@@ -204,3 +205,12 @@ def write_once(bucket: str, name: str, data: bytes, content_type: str = "text/pl
                 return False
             raise
     return True
+
+
+def upload(bucket: str, name: str, data: bytes, content_type: str = "application/octet-stream",
+           ) -> int:
+    """Write (or overwrite) an object; its new generation."""
+    with _translated(f"writing gs://{bucket}/{name}"):
+        blob = _storage_client().bucket(bucket).blob(name)
+        blob.upload_from_string(data, content_type=content_type, **_policy())
+        return int(blob.generation)

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import base64
 import copy
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
+from shared.serving.upload import build_manifest
+from shared.serving.upload import upload_version as upload
 
 REPO = Path(__file__).resolve().parent.parent
 EVENTS = REPO / "tests" / "events"
@@ -31,10 +31,6 @@ dynamic_batching { }
 TOY_MODEL = b"# a python-backend model\nclass TritonPythonModel:\n    pass\n"
 
 
-def md5_b64(data: bytes) -> str:
-    return base64.b64encode(hashlib.md5(data).digest()).decode()
-
-
 @dataclass(frozen=True)
 class Upload:
     bucket: str
@@ -45,31 +41,22 @@ class Upload:
 
 def manifest_for(model: str, version: str, files: dict[str, bytes], *,
                  server: str = "triton", **extra: Any) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "server": server, "model": model, "version": version,
-        "accelerator": {"gpu": {"type": "nvidia-l4", "count": 1}},
-        "replicas": {"min": 1, "max": 2},
-        "files": [{"path": path, "md5": hashlib.md5(data).hexdigest()}
-                  for path, data in sorted(files.items())],
-    }
-    body.update(extra)
-    return body
+    return build_manifest(files, server=server, model=model, version=version,
+                          **{"replicas": {"min": 1, "max": 2}, **extra})
 
 
 def upload_version(bucket: Any, model: str, version: str, files: dict[str, bytes], *,
                    server: str = "triton", manifest: dict[str, Any] | None = None,
                    skip: tuple[str, ...] = ()) -> Upload:
-    """Upload ``files`` (except ``skip``) then the manifest; returns the manifest's
-    generation. ``bucket`` is a google-cloud-storage Bucket."""
-    prefix = f"models/{server}/{model}/{version}/"
-    for path, data in files.items():
-        if path not in skip:
-            bucket.blob(prefix + path).upload_from_string(data)
+    """Upload ``files`` (except ``skip``) then the manifest, through accelops' own
+    upload path with the environment's Cloud Storage. ``bucket`` is a
+    google-cloud-storage Bucket or a bucket name."""
+    bucket_name = bucket if isinstance(bucket, str) else bucket.name
     body = manifest if manifest is not None else manifest_for(model, version, files,
                                                               server=server)
-    blob = bucket.blob(prefix + "deploy.yaml")
-    blob.upload_from_string(yaml.safe_dump(body, sort_keys=False), content_type="application/yaml")
-    return Upload(bucket.name, prefix + "deploy.yaml", int(blob.generation), body)
+    kept = {path: data for path, data in files.items() if path not in skip}
+    name, generation = upload(bucket_name, kept, body, at=(server, model, version))
+    return Upload(bucket_name, name, generation, body)
 
 
 def notification_envelope(bucket: str, name: str, generation: int, *,

@@ -48,7 +48,7 @@ from sandbox.cluster.objects import (
     REPLICASETS,
     Obj,
     annotations_of,
-    controller_uid,
+    children_by_owner,
     delete_quietly,
     deleting,
     find_condition,
@@ -108,11 +108,7 @@ class DeploymentController:
 
     def reconcile(self) -> float | None:
         """One sweep; returns when (simulated time) a progress deadline next expires."""
-        by_owner: dict[str, list[Obj]] = {}
-        for rs in self.store.list(*REPLICASETS):
-            owner = controller_uid(rs, "Deployment")
-            if owner:
-                by_owner.setdefault(owner, []).append(rs)
+        by_owner = children_by_owner(self.store.list(*REPLICASETS), "Deployment")
         next_due: float | None = None
         for deployment in self.store.list(*DEPLOYMENTS):
             if deleting(deployment) or not (deployment.get("spec") or {}).get("selector"):

@@ -37,8 +37,8 @@ from sandbox.cluster.objects import (
     PODS,
     TPU_RESOURCE,
     Obj,
+    children_by_owner,
     condition,
-    controller_uid,
     delete_quietly,
     deleting,
     find_condition,
@@ -124,11 +124,7 @@ class JobController:
         self.clock = clock
 
     def reconcile(self) -> None:
-        by_job: dict[str, list[Obj]] = {}
-        for pod in self.store.list(*PODS):
-            owner = controller_uid(pod, "Job")
-            if owner:
-                by_job.setdefault(owner, []).append(pod)
+        by_job = children_by_owner(self.store.list(*PODS), "Job")
         for job in self.store.list(*JOBS):
             if not deleting(job):
                 self.reconcile_job(job, by_job.get(uid_of(job), []))

@@ -51,8 +51,8 @@ from sandbox.cluster.objects import (
     SERVICES,
     Obj,
     annotations_of,
+    children_by_owner,
     condition,
-    controller_uid,
     delete_quietly,
     deleting,
     is_true,
@@ -108,11 +108,7 @@ class JobSetController:
         self.clock = clock
 
     def reconcile(self) -> None:
-        by_owner: dict[str, list[Obj]] = {}
-        for job in self.store.list(*JOBS):
-            owner = controller_uid(job, "JobSet")
-            if owner and not deleting(job):
-                by_owner.setdefault(owner, []).append(job)
+        by_owner = children_by_owner(self.store.list(*JOBS), "JobSet", skip_deleting=True)
         for jobset in self.store.list(*JOBSETS):
             if not deleting(jobset):
                 self.reconcile_jobset(jobset, by_owner.get(uid_of(jobset), []))

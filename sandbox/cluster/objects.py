@@ -223,6 +223,18 @@ def controller_uid(obj: Mapping[str, Any], kind: str) -> str | None:
     return None
 
 
+def children_by_owner(objects: Iterable[Obj], kind: str, *,
+                      skip_deleting: bool = False) -> dict[str, list[Obj]]:
+    """``objects`` grouped by the uid of their controlling owner of ``kind`` (how each
+    controller finds what it made in one list call)."""
+    grouped: dict[str, list[Obj]] = {}
+    for obj in objects:
+        owner = controller_uid(obj, kind)
+        if owner and not (skip_deleting and deleting(obj)):
+            grouped.setdefault(owner, []).append(obj)
+    return grouped
+
+
 def pod_terminated(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") in TERMINAL_POD_PHASES
 

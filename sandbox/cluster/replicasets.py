@@ -29,7 +29,7 @@ from sandbox.cluster.objects import (
     PODS,
     REPLICASETS,
     Obj,
-    controller_uid,
+    children_by_owner,
     delete_quietly,
     deleting,
     find_condition,
@@ -101,11 +101,7 @@ class ReplicaSetController:
 
     def reconcile(self) -> float | None:
         """One sweep; returns when (simulated time) a pod next becomes available, if ever."""
-        by_owner: dict[str, list[Obj]] = {}
-        for pod in self.store.list(*PODS):
-            owner = controller_uid(pod, "ReplicaSet")
-            if owner:
-                by_owner.setdefault(owner, []).append(pod)
+        by_owner = children_by_owner(self.store.list(*PODS), "ReplicaSet")
         next_due: float | None = None
         for replicaset in self.store.list(*REPLICASETS):
             if deleting(replicaset):

@@ -12,7 +12,8 @@ container statuses; ``OnFailure`` restarts a failed container in place and
 ``Always`` restarts any exited one (``restartCount`` + 1, ``lastState``).
 
 Pods of ReplicaSets are servers: without ``ACCELOPS_SANDBOX_RUN_SECONDS`` they
-run until deleted. Pods whose containers run as real processes (the ``skip``
+run until deleted; so do pods of the server images in ``SERVER_IMAGES`` (Saxml model
+servers run as a JobSet on their TPU slice, and serve until their version is retired). Pods whose containers run as real processes (the ``skip``
 predicate, :mod:`sandbox.cluster.kubelet`) are not this runtime's at all.
 """
 
@@ -39,6 +40,8 @@ from sandbox.kubeapi import ObjectStore
 __all__ = ["DEFAULT_RUN_SECONDS", "PodRuntime", "behaviour"]
 
 DEFAULT_RUN_SECONDS = 300.0
+# Substrings of images whose programs serve until stopped.
+SERVER_IMAGES = ("sax-model-server",)
 
 
 def behaviour(pod: Mapping[str, Any]) -> tuple[float | None, bool]:
@@ -48,7 +51,10 @@ def behaviour(pod: Mapping[str, Any]) -> tuple[float | None, bool]:
     env = {str(e.get("name")): e.get("value") for e in (containers[0].get("env") or [])} \
         if containers else {}
     succeeds = str(env.get(ENV_OUTCOME) or "succeed").strip().lower() != "fail"
-    if not env.get(ENV_RUN_SECONDS) and controller_uid(pod, "ReplicaSet"):
+    server = controller_uid(pod, "ReplicaSet") is not None or any(
+        marker in str(containers[0].get("image", "")) for marker in SERVER_IMAGES) \
+        if containers else False
+    if not env.get(ENV_RUN_SECONDS) and server:
         return None, succeeds
     try:
         seconds = max(0.0, float(env.get(ENV_RUN_SECONDS) or DEFAULT_RUN_SECONDS))

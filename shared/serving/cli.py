@@ -1,4 +1,5 @@
-"""``accelops models list | status MODEL | rollback MODEL [--to VERSION]``."""
+"""``accelops models list | status MODEL | rollback MODEL [--to VERSION] |
+upload DIR gs://BUCKET``."""
 
 from __future__ import annotations
 
@@ -90,6 +91,51 @@ def cmd_rollback(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_upload(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import yaml
+
+    from shared.errors import PermanentError
+    from shared.serving.upload import build_manifest, read_directory, upload_version
+    from shared.storage import parse_gs_uri
+
+    files = read_directory(Path(args.directory))
+    fields: dict[str, Any] = {}
+    if args.manifest:
+        try:
+            fields = yaml.safe_load(Path(args.manifest).read_text()) or {}
+        except (OSError, yaml.YAMLError) as exc:
+            raise PermanentError(f"cannot read {args.manifest}: {exc}",
+                                 field="--manifest") from exc
+        if not isinstance(fields, dict):
+            raise PermanentError(f"{args.manifest} is not a YAML mapping", field="--manifest")
+        fields.pop("files", None)
+    for key in ("server", "model", "version"):
+        if getattr(args, key):
+            fields[key] = getattr(args, key)
+        if not fields.get(key):
+            raise PermanentError(f"say the {key}: --{key} or in --manifest", field=key)
+    if args.deployment:
+        fields["deployment"] = args.deployment
+    if args.gpu:
+        fields["accelerator"] = {"gpu": {"type": args.gpu, "count": args.gpu_count}}
+    if args.tpu:
+        fields["accelerator"] = {"tpu": args.tpu}
+    if args.min_replicas or args.max_replicas:
+        low = args.min_replicas or 1
+        fields["replicas"] = {"min": low, "max": max(args.max_replicas or low, low)}
+    server, model, version = (str(fields.pop(k)) for k in ("server", "model", "version"))
+    manifest = build_manifest(files, server=server, model=model, version=version, **fields)
+    bucket = parse_gs_uri(args.bucket.rstrip("/") + "/x")[0]
+    print(f"uploading {len(files)} file(s) to gs://{bucket}/models/{server}/{model}/"
+          f"{version}/, then deploy.yaml")
+    name, generation = upload_version(bucket, files, manifest)
+    print(f"gs://{bucket}/{name} generation {generation}: `accelops models status {model}` "
+          f"follows the rollout")
+    return 0
+
+
 def add_commands(sub: Any) -> None:
     models = sub.add_parser(
         "models", help="served models: list, status, rollback",
@@ -106,5 +152,24 @@ def add_commands(sub: Any) -> None:
     back.add_argument("model")
     back.add_argument("--to", metavar="VERSION", help="default: the previous version")
     back.set_defaults(func=cmd_rollback)
+    upload = actions.add_parser(
+        "upload", help="upload a model version: its files, then a deploy.yaml listing them",
+        description="Uploads every file below DIRECTORY to "
+                    "gs://BUCKET/models/SERVER/MODEL/VERSION/ and then the manifest, with "
+                    "each file's md5: the manifest's arrival deploys the version.")
+    upload.add_argument("directory", help="the version's files (config.pbtxt, model.py, ...)")
+    upload.add_argument("bucket", help="gs://BUCKET, the models bucket")
+    upload.add_argument("--server", choices=["triton", "saxml"])
+    upload.add_argument("--model")
+    upload.add_argument("--version", help="v<N> or <N>")
+    upload.add_argument("--deployment", help="the Deployment to serve it (default: the model)")
+    upload.add_argument("--gpu", help="GPU type, e.g. nvidia-l4 (Triton; the default)")
+    upload.add_argument("--gpu-count", type=int, default=1)
+    upload.add_argument("--tpu", help="TPU type from `accelops catalogue` (Saxml)")
+    upload.add_argument("--min-replicas", type=int)
+    upload.add_argument("--max-replicas", type=int)
+    upload.add_argument("--manifest", help="a deploy.yaml with the other fields (saxml, "
+                                           "autoscaling...); its files list is recomputed")
+    upload.set_defaults(func=cmd_upload)
     for parser in (listing, status, back):
         parser.add_argument("--config", help="config YAML (default: $ACCELOPS_CONFIG)")

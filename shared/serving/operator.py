@@ -15,7 +15,7 @@ from shared.errors import NotFoundError, PermanentError
 from shared.kube import KubeClient
 from shared.serving.ledger import Ledger, Rollout, load_ledger, save_ledger
 
-__all__ = ["ModelSummary", "rollback", "summarise"]
+__all__ = ["LoadTarget", "ModelSummary", "load_target", "rollback", "summarise"]
 
 _SERVED = frozenset({"ready"})
 
@@ -90,3 +90,42 @@ def rollback(kube: KubeClient, config: AccelopsConfig, model: str,
     save_ledger(kube, namespace, ledger)
     apply_release(kube, rollout, config.serving)
     return rollout
+
+
+@dataclass(frozen=True, slots=True)
+class LoadTarget:
+    """Where a load test reaches a deployment's current version."""
+
+    host: str
+    server: str
+    model: str  # the Triton model name, or the Sax model path
+    version: str
+
+
+def load_target(kube: KubeClient, config: AccelopsConfig, deployment: str,
+                saxml_proxy: str | None = None) -> LoadTarget:
+    """The address, server and model name that serve ``deployment`` now.
+
+    NotFoundError when no model is deployed there or it has no outside address.
+    """
+    from shared.kube import SERVICES
+    from shared.serving.endpoints import service_url
+    from shared.serving.ledger import list_ledgers
+
+    namespace = config.serving.namespace
+    for ledger in list_ledgers(kube, namespace):
+        if ledger.deployment != deployment:
+            continue
+        current = ledger.find(ledger.current)
+        if current is None:
+            raise NotFoundError(f"{deployment} serves no version yet (see `accelops models "
+                                f"status {ledger.model}`)", field="deployment")
+        if ledger.server == "saxml":
+            if not saxml_proxy or not current.serving:
+                raise NotFoundError("no Saxml proxy address: set ACCELOPS_SAXML_PROXY",
+                                    field="deployment")
+            return LoadTarget(saxml_proxy, "saxml", current.serving, current.version)
+        service = kube.get(SERVICES, deployment, namespace)
+        return LoadTarget(service_url(service), "triton", ledger.model, current.version)
+    raise NotFoundError(f"no model is deployed as {deployment!r} in namespace {namespace}",
+                        field="deployment")

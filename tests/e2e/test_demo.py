@@ -14,7 +14,7 @@ pytestmark = pytest.mark.e2e
 
 def test_the_demo_runs_every_job_through_its_whole_lifecycle_and_stops_everything(tmp_path):
     result = subprocess.run([sys.executable, "-m", "shared.cli", "demo", "--report-dir",
-                             str(tmp_path)], capture_output=True, text=True, timeout=300,
+                             str(tmp_path)], capture_output=True, text=True, timeout=480,
                             check=False)
     out = result.stdout
 
@@ -34,11 +34,19 @@ def test_the_demo_runs_every_job_through_its_whole_lifecycle_and_stops_everythin
     assert len(waits) == 2
     assert max(waits) >= 5
     assert len(re.findall(r"^   \S+-s\d\s", out, re.MULTILINE)) == 9  # one line per slice
-    # The load test ran alongside, and every request Locust made reached the views.
-    [made] = re.findall(r"locust made (\d+) requests", out)
-    assert f"rows in BigQuery: {made}/{made}" in out
+    # The load tests ran, and every request Locust made reached the views.
+    made = re.findall(r"locust made (\d+) requests", out)
+    assert len(made) == 3  # the jobs scenario's, then v1 steady and through the v2 switch
+    for count in made:
+        assert f"rows in BigQuery: {count}/{count}" in out
+    # Serving: v1 and v2 serve, the switch loses nothing, the broken v3 is rolled back.
+    assert re.search(r"failed requests through the switch: 0 of \d+", out)
+    assert re.search(r"^   v1\s+ready\s", out, re.MULTILINE)
+    assert re.search(r"^   v2\s+ready\s", out, re.MULTILINE)
+    assert re.search(r"^   v3\s+rolled-back\s", out, re.MULTILINE)
+    assert "serving after it: version v2" in out
     assert re.search(r"latency\s+p50 [\d.]+ ms\s+p90 [\d.]+ ms\s+p99 [\d.]+ ms", out)
-    [report] = re.findall(r"report\s+(\S+/index.html)", out)
+    report = re.findall(r"report\s+(\S+/index.html)", out)[0]
     assert report.startswith(str(tmp_path))
     assert sorted(p.stem for p in Path(report).parent.glob("*.png")) == [
         "errors", "latency", "throughput", "tokens", "users"]

@@ -17,6 +17,7 @@ from sandbox.inference.toy_lm import generate
 from sandbox.inference.toy_lm_model import model_files
 from sandbox.runner import Sandbox
 from shared import kube, storage
+from shared.cli import main as cli
 from shared.kube import PODS, SERVICES
 from shared.serving.endpoints import service_url
 from shared.serving.ledger import load_ledger
@@ -66,8 +67,12 @@ def infer(url: str, prompt: str) -> dict[str, Any]:
 
 
 def test_uploads_deploy_switch_without_loss_and_roll_back_a_broken_version(
-        sandbox, cluster, bucket):
-    upload_version(bucket, "toy-lm", "v1", model_files(version_label="v1"))
+        sandbox, cluster, bucket, tmp_path, capsys):
+    for path, data in model_files(version_label="v1").items():
+        (tmp_path / path).write_bytes(data)
+    assert cli(["models", "upload", str(tmp_path), f"gs://{sandbox.models_bucket}",
+                "--server", "triton", "--model", "toy-lm", "--version", "v1",
+                "--max-replicas", "2"]) == 0
 
     v1 = settled(cluster, "v1")
     assert v1 is not None, ledger(cluster).model_dump_json(indent=1)
@@ -110,9 +115,15 @@ def test_uploads_deploy_switch_without_loss_and_roll_back_a_broken_version(
     assert v3 is not None
     rollout = [r for r in v3.rollouts if r.version == "v3"][-1]
     assert rollout.state == "rolled-back", rollout
-    assert "BROKEN" in (rollout.reason or "") or "initialize" in (rollout.reason or "")
+    assert "RuntimeError: toy-lm v3 is broken on purpose" in (rollout.reason or "")
     assert v3.find(v3.current).version == "v2"
     assert infer(url, "after the rollback")["model_version"] == "2"
+    capsys.readouterr()
+    assert cli(["models", "list"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("toy-lm"))
+    assert row.split()[:6] == ["toy-lm", "triton", "toy-lm", "v2", "v1", "v3"]
+    assert "rolled-back" in row
 
 
 def test_a_restarted_pod_serves_the_rolled_out_version(sandbox, cluster):

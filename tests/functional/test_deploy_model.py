@@ -199,3 +199,10 @@ def test_an_unreachable_bucket_makes_the_delivery_retry(app, env, monkeypatch):
     assert deliver(app, env["bucket"].name, upload.name, upload.generation) == 500
 
     assert env["kube"].list(CONFIG_MAPS, NAMESPACE) == []
+
+
+def test_an_unreachable_cluster_makes_the_delivery_retry(app, env, kube_api):
+    upload = upload_version(env["bucket"], "toy-lm", "v1", FILES)
+    kube_api.stop()
+
+    assert deliver(app, env["bucket"].name, upload.name, upload.generation) == 500

@@ -71,6 +71,23 @@ def deploy(app: Any, env: dict[str, Any], version: str, files: dict[str, bytes])
     return load_ledger(env["kube"], NAMESPACE, "lm2b").rollouts[-1].id
 
 
+def ticks_until(done: Any, ticks: int = 20) -> bool:
+    """Run reconcile_models ticks until ``done()`` (a loaded machine may need a few:
+    a probe that times out is just "not servable yet")."""
+    for _ in range(ticks):
+        reconcile_models()
+        if done():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def current_version(env: dict[str, Any]) -> str | None:
+    ledger = load_ledger(env["kube"], NAMESPACE, "lm2b")
+    rollout = ledger.find(ledger.current)
+    return rollout.version if rollout else None
+
+
 def servers_run(api: KubeApiServer, jobset: dict[str, Any]) -> None:
     """The model servers' pod, Running, as the kubelet reports it once the slice is up."""
     name = jobset["metadata"]["name"]
@@ -97,7 +114,7 @@ def test_a_saxml_version_gets_its_servers_through_kueue_then_is_published(
     assert proxy.model_status("/sax/test/lm2b-v1", probe=False) is None
     servers_run(kube_api, jobset)
     reconcile_models()  # publishes
-    reconcile_models()  # finds it servable
+    assert ticks_until(lambda: current_version(serving_env) == "v1")  # servable
 
     ledger = load_ledger(serving_env["kube"], NAMESPACE, "lm2b")
     assert (ledger.find(v1).state, ledger.current) == ("ready", v1)
@@ -110,8 +127,7 @@ def test_a_broken_saxml_version_is_unpublished_and_the_previous_one_keeps_servin
         app, serving_env, proxy, kube_api):
     deploy(app, serving_env, "v1", CHECKPOINT)
     servers_run(kube_api, serving_env["kube"].list(JOBSETS, TEAM_NAMESPACE)[0])
-    reconcile_models()
-    reconcile_models()
+    assert ticks_until(lambda: current_version(serving_env) == "v1")
     v2 = deploy(app, serving_env, "v2", {**CHECKPOINT, "checkpoint/BROKEN": b""})
     [new] = [j for j in serving_env["kube"].list(JOBSETS, TEAM_NAMESPACE)
              if j["metadata"]["annotations"]["accelops.dev/request-id"] == v2]
@@ -138,8 +154,7 @@ def test_a_new_saxml_version_retires_the_old_one_only_once_it_serves(
         app, serving_env, proxy, kube_api):
     deploy(app, serving_env, "v1", CHECKPOINT)
     servers_run(kube_api, serving_env["kube"].list(JOBSETS, TEAM_NAMESPACE)[0])
-    reconcile_models()
-    reconcile_models()
+    assert ticks_until(lambda: current_version(serving_env) == "v1")
     v2 = deploy(app, serving_env, "v2", CHECKPOINT)
     assert proxy.model_status("/sax/test/lm2b-v1", probe=False) is not None
 
@@ -148,10 +163,25 @@ def test_a_new_saxml_version_retires_the_old_one_only_once_it_serves(
     servers_run(kube_api, new)
     reconcile_models()
     assert proxy.model_status("/sax/test/lm2b-v1", probe=False) is not None  # still serving
-    reconcile_models()
+    assert ticks_until(lambda: current_version(serving_env) == "v2")
 
     ledger = load_ledger(serving_env["kube"], NAMESPACE, "lm2b")
     assert ledger.find(ledger.current).version == "v2"
     assert proxy.model_status("/sax/test/lm2b-v1", probe=False) is None
     assert [j["metadata"]["name"] for j in
             serving_env["kube"].list(JOBSETS, TEAM_NAMESPACE)] == [new["metadata"]["name"]]
+
+
+def test_an_unreachable_proxy_makes_the_tick_retry_and_changes_nothing(
+        app, serving_env, proxy, kube_api, monkeypatch):
+    from shared.errors import TransientError
+
+    v1 = deploy(app, serving_env, "v1", CHECKPOINT)
+    servers_run(kube_api, serving_env["kube"].list(JOBSETS, TEAM_NAMESPACE)[0])
+    monkeypatch.setenv("ACCELOPS_SAXML_PROXY", "http://127.0.0.1:9")
+
+    with pytest.raises(TransientError):
+        reconcile_models()
+
+    ledger = load_ledger(serving_env["kube"], NAMESPACE, "lm2b")
+    assert ledger.find(v1).state == "rolling-out"

@@ -144,3 +144,14 @@ def test_the_ledger_keeps_the_current_previous_and_active_rollouts_when_it_trims
     assert len(ids) == 3
     assert ledger.active() is not None
     assert ledger.active().id == "r9"
+
+
+def test_the_reason_reported_is_the_log_line_that_names_the_error():
+    tail = ("E1123 failed to load 'toy-lm' version 3: RuntimeError: broken on purpose\n"
+            "+-------------+\n| Backend | Path |\n| python | /opt/backends |\n"
+            "| min_supported_compute_capability | 6.0 |\n+-------------+\n")
+
+    verdict = judge(deployment(updated=1, available=0, total=3), [pod(1, "CrashLoopBackOff",
+                                                                     tail)])
+
+    assert "failed to load 'toy-lm' version 3: RuntimeError: broken on purpose" in verdict.detail
