@@ -227,7 +227,6 @@ def snapshot() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
     from shared import gke
     from shared.config import Settings
     from shared.kube import PODS, get_client
-
     from shared.slices.labels import LABEL_MANAGED_BY
 
     kube = get_client(Settings.from_env())
