@@ -13,7 +13,8 @@ container statuses; ``OnFailure`` restarts a failed container in place and
 
 Pods of ReplicaSets are servers: without ``ACCELOPS_SANDBOX_RUN_SECONDS`` they
 run until deleted; so do pods of the server images in ``SERVER_IMAGES`` (Saxml model
-servers run as a JobSet on their TPU slice, and serve until their version is retired). Pods whose containers run as real processes (the ``skip``
+servers run as a JobSet on their TPU slice, and serve until their version is retired).
+Pods whose containers run as real processes (the ``skip``
 predicate, :mod:`sandbox.cluster.kubelet`) are not this runtime's at all.
 """
 

@@ -12,7 +12,7 @@ Prints every figure and writes them to ``bench-results/serving.json``:
 * **a version switch under load**: closed-loop clients through the Service, before
   the upload (the baseline, same run) and from the upload until only the new
   version answers: failed requests (goal 0) and p99 during the switch against
-  steady state (goal ≤ 2×). Percentiles are computed here from every request's own
+  steady state (goal: at most twice). Percentiles are computed here from every request's own
   measured latency.
 """
 
