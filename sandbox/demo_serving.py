@@ -86,9 +86,18 @@ def _settle(version: str, uploaded: float) -> VersionTimeline:
 
 
 def _print_timelines(timelines: list[VersionTimeline]) -> None:
-    print(f"   {'version':<8} {'outcome':<12} {'upload to outcome':>18}  detail")
+    print(f"   {'version':<8} {'outcome':<12} {'upload to outcome':>18}")
     for t in timelines:
-        print(f"   {t.version:<8} {t.outcome:<12} {t.seconds:>16.1f} s  {t.detail[:90]}")
+        print(f"   {t.version:<8} {t.outcome:<12} {t.seconds:>16.1f} s")
+        if t.outcome != "ready":
+            print(f"   {'':<8} why: {t.detail}")
+
+
+def _serving(timeline: VersionTimeline) -> VersionTimeline:
+    if timeline.outcome != "ready":
+        raise DemoError(f"{MODEL} {timeline.version} did not serve ({timeline.outcome}): "
+                        f"{timeline.detail}")
+    return timeline
 
 
 def run_serving_scenario(sandbox: Sandbox, reports: Path = Path("reports")) -> dict[str, Any]:
@@ -106,7 +115,7 @@ def run_serving_scenario(sandbox: Sandbox, reports: Path = Path("reports")) -> d
 
     print(f"\n1. {MODEL} v1 uploaded to gs://{bucket}/models/triton/{MODEL}/v1/ "
           "(artifacts, then deploy.yaml)")
-    timelines.append(_settle("v1", upload_model_version(bucket, "v1")))
+    timelines.append(_serving(_settle("v1", upload_model_version(bucket, "v1"))))
     target = deployment_target(MODEL, sandbox)
     print(f"   serving: version {target.version} at {target.host}")
     steady = LoadTest(test_id=new_test_id(), host=target.host, users=LOAD_USERS,
@@ -121,7 +130,7 @@ def run_serving_scenario(sandbox: Sandbox, reports: Path = Path("reports")) -> d
     locust = LocustProcess(switch, sandbox.env())
     try:
         time.sleep(3)
-        timelines.append(_settle("v2", upload_model_version(bucket, "v2")))
+        timelines.append(_serving(_settle("v2", upload_model_version(bucket, "v2"))))
     except BaseException:
         locust.kill()
         raise

@@ -6,8 +6,10 @@ Decide, then act:
    are acknowledged without effect (artifacts, releases, anything else).
 2. The model's ledger decides duplicates and order: a manifest generation already
    recorded is a duplicate (unless its rollout was interrupted before it started,
-   which is resumed); an older generation of a manifest than one already recorded
-   is stale. A new generation of the same manifest is a new deployment request.
+   which is resumed); a manifest older than the newest one handled for the model
+   (any version: generations are timestamps) is stale — the later upload wins, so
+   a late redelivery never rolls an old version back in. A new generation of the
+   same manifest is a new deployment request.
 3. The manifest, its files and (Triton) its config.pbtxt are checked; a refusal is
    recorded in the ledger with the field and the rule, so ``accelops models status``
    shows it by model and version, and acknowledged. Nothing is deployed.
@@ -78,10 +80,10 @@ def deploy_object(event: ObjectEvent | None, settings: Settings | None = None) -
         return DeployOutcome("duplicate", f"{event.key} was handled: {existing.state}",
                              upload.model, existing.id)
     manifest_uri = f"gs://{event.bucket}/{event.name}"
-    newest = ledger.latest_generation(manifest_uri)
+    newest = ledger.latest_generation()
     if newest > event.generation:
-        return DeployOutcome("stale", f"generation {newest} of {manifest_uri} came first",
-                             upload.model)
+        return DeployOutcome("stale", f"a newer upload of {upload.model} (generation "
+                                      f"{newest}) was handled first", upload.model)
     rid = release_id(event.key)
     now = time.time()
     base = Rollout(id=rid, key=event.key, version=upload.version, state="starting",

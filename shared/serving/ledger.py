@@ -95,6 +95,9 @@ class Ledger(BaseModel):
     current: str | None = None  # id of the rollout that serves
     previous: str | None = None  # id of the one that served before it
     rollouts: list[Rollout] = Field(default_factory=list)
+    # The newest manifest generation ever handled for this model (kept when old rollouts
+    # are trimmed): a later upload wins, so an older one arriving after it is stale.
+    newest_upload: int = 0
     resource_version: str | None = Field(default=None, exclude=True)
 
     def find(self, rollout_id: str | None) -> Rollout | None:
@@ -107,14 +110,18 @@ class Ledger(BaseModel):
     def active(self) -> Rollout | None:
         return next((r for r in reversed(self.rollouts) if r.active), None)
 
-    def latest_generation(self, manifest: str) -> int:
-        """The newest generation of this manifest object recorded so far."""
-        return max((r.generation for r in self.rollouts if r.manifest == manifest), default=0)
+    def latest_generation(self) -> int:
+        """The newest manifest generation handled for this model (Cloud Storage
+        generations are microsecond timestamps, so this orders uploads of any version)."""
+        return max([self.newest_upload, *(r.generation for r in self.rollouts
+                                          if r.kind == "upload")])
 
     def record(self, rollout: Rollout, history: int) -> None:
         """Add or replace a rollout (by id), keeping at most ``history`` — never
         dropping the current, previous or an active one."""
         self.rollouts = [r for r in self.rollouts if r.id != rollout.id] + [rollout]
+        if rollout.kind == "upload":
+            self.newest_upload = max(self.newest_upload, rollout.generation)
         keep = {self.current, self.previous}
         while len(self.rollouts) > history:
             victim = next((r for r in self.rollouts if r.id not in keep and not r.active), None)

@@ -144,7 +144,12 @@ def _function_times(sandbox: Sandbox) -> dict[str, Any]:
     os.environ["KUBECONFIG"] = str(sandbox.access.kubeconfig("deploy_model"))
     app = functions_framework.create_app("deploy_model", str(REPO / "functions" / "main.py"),
                                          "cloudevent").test_client()
-    bucket = sandbox.models_bucket
+    # A bucket of its own: the models bucket's notifications would deliver the same
+    # events to the sandbox's deploy_model too, and the two would race on each ledger.
+    from sandbox.storage import create_bucket
+
+    bucket = "bench-function-events"
+    create_bucket(sandbox.storage_url, bucket, "accelops-local")
     times: dict[str, list[float]] = {"new rollout": [], "duplicate": [], "artifact": []}
     files = {"config.pbtxt": b'backend: "python"\n', "model.py": b"# bench\n"}
     for index in range(EVENTS):

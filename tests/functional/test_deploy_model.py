@@ -206,3 +206,14 @@ def test_an_unreachable_cluster_makes_the_delivery_retry(app, env, kube_api):
     kube_api.stop()
 
     assert deliver(app, env["bucket"].name, upload.name, upload.generation) == 500
+
+
+def test_an_older_version_delivered_after_a_newer_one_is_stale(app, env):
+    v1 = upload_version(env["bucket"], "toy-lm", "v1", FILES)
+    v2 = upload_version(env["bucket"], "toy-lm", "v2", FILES)
+
+    assert deliver(app, env["bucket"].name, v2.name, v2.generation) == 200
+    assert deliver(app, env["bucket"].name, v1.name, v1.generation) == 200
+
+    [rollout] = ledger_of(env["kube"]).rollouts
+    assert rollout.version == "v2"

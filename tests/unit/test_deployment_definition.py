@@ -148,7 +148,7 @@ def test_the_serving_functions_run_in_the_sandboxs_serving_part():
 
     assert {f.name for f in system.FUNCTIONS if f.sandbox_part == "serving"} == {
         "deploy_model", "reconcile_models"}
-    assert PARTS["serving"] == ("cluster", "storage")
+    assert PARTS["serving"] == ("cluster", "storage", "saxml")
     assert "serving" in ALL_PARTS
     assert {f.sandbox_part for f in system.FUNCTIONS} <= set(PARTS)
 

@@ -167,7 +167,9 @@ def test_the_model_servers_accounts_act_as_the_google_accounts_terraform_creates
         account = accounts[("serving", spec.kubernetes_service_account)]
         assert account["metadata"]["annotations"]["iam.gke.io/gcp-service-account"] == \
             f"{spec.service_account}@acme-ml.iam.gserviceaccount.com"
-    assert set(accounts) == {("serving", "triton"), ("serving", "saxml")}
+    # The sandbox's config names a Saxml team: its namespace gets the account too.
+    assert set(accounts) == {("serving", "triton"), ("serving", "saxml"),
+                             ("inference", "saxml")}
 
 
 def test_the_sax_cell_keeps_its_state_in_the_sax_bucket_and_its_proxy_is_internal(tmp_path):
@@ -208,11 +210,12 @@ def test_the_saxml_team_gets_the_saxml_account_and_the_functions_rolebindings(tm
                                 ("serving", "accelops-reconcile-models-serving")}
 
 
-def test_without_a_saxml_team_no_function_may_touch_jobsets_for_saxml(tmp_path, overlay):
-    found = _by_kind(kustomize(overlay))
-    assert not any(name.endswith("-saxml") for _, name in found["RoleBinding"])
-    config = load_config(str(SANDBOX_CONFIG))
+def test_without_a_saxml_team_no_function_may_touch_jobsets_for_saxml(tmp_path):
+    config = parse_config(SAXML_CONFIG.replace("saxml_team: inference", "{}")
+                          .replace("serving:\n  {}", "serving: {}"), "test")
     assert config.serving.saxml_team is None
+    found = _by_kind(_render(tmp_path, config))
+    assert not any(name.endswith("-saxml") for _, name in found["RoleBinding"])
     deploy = system.function("deploy_model")
     for team in config.teams.values():
         assert not allowed_by_definition(
