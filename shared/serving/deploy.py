@@ -38,7 +38,7 @@ from shared.serving.manifest import MAX_MANIFEST_BYTES, DeployManifest, read_man
 from shared.serving.triton import release_id, release_prefix
 from shared.storage import ObjectInfo
 
-__all__ = ["DeployOutcome", "deploy_object"]
+__all__ = ["DeployOutcome", "deploy_object", "reject", "supersede_active"]
 
 log = get_logger("accelops.serving")
 
@@ -99,7 +99,7 @@ def deploy_object(event: ObjectEvent | None, settings: Settings | None = None) -
         pinned = releases.pinned_config(manifest, sources["config.pbtxt"]) \
             if manifest.server == "triton" else None
     except PermanentError as exc:
-        return _reject(kube, namespace, config, ledger, base, exc)
+        return reject(kube, namespace, config, ledger, base, exc)
     releases_bucket = config.serving.releases_bucket or event.bucket
     prefix = release_prefix(manifest.target, rid)
     rollout = base.model_copy(update={
@@ -140,8 +140,13 @@ def _start_triton(kube: KubeClient, config: AccelopsConfig, ledger: Ledger, roll
     supersede_active(ledger, rollout.id, rollout.started)
     ledger.record(rollout, config.serving.history)
     save_ledger(kube, namespace, ledger)
-    written = releases.copy_snapshot(manifest, sources, bucket, prefix, pinned)
-    apply_release(kube, rollout, config.serving)
+    try:
+        written = releases.copy_snapshot(manifest, sources, bucket, prefix, pinned)
+        apply_release(kube, rollout, config.serving)
+    except PermanentError as exc:
+        # A source generation gone since it was checked, or objects the API server
+        # refuses: nothing serves from this release, so it is refused, not left pending.
+        return reject(kube, namespace, config, ledger, rollout, exc)
     ledger.update(rollout.id, state="rolling-out", progress="Deployment updated")
     save_ledger(kube, namespace, ledger)
     log.info(f"{manifest.model}: rolling out version {manifest.version} to "
@@ -152,7 +157,7 @@ def _start_triton(kube: KubeClient, config: AccelopsConfig, ledger: Ledger, roll
                          manifest.model, rollout.id)
 
 
-def _reject(kube: KubeClient, namespace: str, config: AccelopsConfig, ledger: Ledger,
+def reject(kube: KubeClient, namespace: str, config: AccelopsConfig, ledger: Ledger,
             rollout: Rollout, exc: PermanentError) -> DeployOutcome:
     rejected = rollout.model_copy(update={
         "state": "rejected", "finished": rollout.started, "reason": exc.message,

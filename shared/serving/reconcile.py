@@ -21,6 +21,10 @@ __all__ = ["ReconcileModelsReport", "reconcile_models", "reconcile_on_message"]
 
 log = get_logger("accelops.serving")
 
+# Longer than Pub/Sub's redelivery of a failed deploy_model event takes (backoff up to
+# 600 s): a "starting" rollout younger than this is still expected to resume.
+STARTING_GRACE_SECONDS = 1800.0
+
 
 @dataclass
 class ReconcileModelsReport:
@@ -37,6 +41,17 @@ def _advance(kube: KubeClient, ledger: Ledger, config: AccelopsConfig, now: floa
     rollout = ledger.active()
     if rollout is None:
         return False
+    if rollout.state == "starting":
+        # deploy_model stopped between recording the rollout and applying it; its event
+        # is redelivered and resumes it. Only one never redelivered is given up on.
+        if now - rollout.started < STARTING_GRACE_SECONDS:
+            return False
+        ledger.update(rollout.id, state="failed", finished=now,
+                      reason="the rollout was recorded but never started, and its event "
+                             "was not delivered again (see the dead-letter topic)")
+        log.error(f"{ledger.model}: version {rollout.version} never started",
+                  model=ledger.model, version=rollout.version)
+        return True
     if ledger.server == "saxml":
         from shared.serving.saxml_rollout import advance_saxml
 

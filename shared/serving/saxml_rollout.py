@@ -33,7 +33,7 @@ from shared.config import AccelopsConfig
 from shared.errors import ConfigError, PermanentError
 from shared.kube import JOBSETS, PODS, KubeClient
 from shared.log import get_logger
-from shared.serving.deploy import DeployOutcome, supersede_active
+from shared.serving.deploy import DeployOutcome, reject, supersede_active
 from shared.serving.ledger import Ledger, Rollout, save_ledger
 from shared.serving.manifest import DeployManifest
 from shared.serving.triton import snapshot_names
@@ -152,10 +152,14 @@ def start_saxml(kube: KubeClient, config: AccelopsConfig, ledger: Ledger, rollou
     supersede_active(ledger, rollout.id, rollout.started)
     ledger.record(rollout, config.serving.history)
     save_ledger(kube, namespace, ledger)
-    releases.copy_snapshot(manifest, sources, bucket, prefix, None)
-    jobset = model_server_jobset(config, rollout, _sax_root(kube, config))
-    with contextlib.suppress(AlreadyExistsError):
-        kube.create(JOBSETS, jobset)
+    try:
+        releases.copy_snapshot(manifest, sources, bucket, prefix, None)
+        jobset = model_server_jobset(config, rollout, _sax_root(kube, config))
+        with contextlib.suppress(AlreadyExistsError):
+            kube.create(JOBSETS, jobset)
+    except PermanentError as exc:
+        # Refused by the API server, or a source generation gone since it was checked.
+        return reject(kube, namespace, config, ledger, rollout, exc)
     ledger.update(rollout.id, state="rolling-out", progress="waiting for the model servers' "
                                                              "TPU slice")
     save_ledger(kube, namespace, ledger)

