@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from sandbox.clock import SimClock
 from sandbox.kubeapi import ApiError, ObjectStore, format_timestamp
+from shared.serving.endpoints import SANDBOX_HOST_PORTS
 
 Obj = dict[str, Any]
 ResourceKey = tuple[str, str]
@@ -49,7 +50,9 @@ GPU_RESOURCE = "nvidia.com/gpu"
 LABEL_GKE_ACCELERATOR = "cloud.google.com/gke-accelerator"
 LABEL_POD_TEMPLATE_HASH = "pod-template-hash"
 ANNOTATION_REVISION = "deployment.kubernetes.io/revision"
-ANNOTATION_HOST_PORTS = "sandbox.accelops.dev/host-ports"
+# Where clients outside the cluster find a Service's loopback ports (read by
+# shared/serving/endpoints.py, so spelled there).
+ANNOTATION_HOST_PORTS = SANDBOX_HOST_PORTS
 LABEL_NODEPOOL = "cloud.google.com/gke-nodepool"
 LABEL_TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
 LABEL_TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"

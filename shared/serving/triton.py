@@ -33,6 +33,7 @@ from typing import Any
 from shared.config import ServingConfig
 from shared.kube import DEPLOYMENTS, HORIZONTAL_POD_AUTOSCALERS, POD_MONITORINGS, SERVICES, Resource
 from shared.names import short_hash
+from shared.serving.ledger import LABEL_MODEL
 
 __all__ = [
     "ANNOTATION_RELEASE",
@@ -51,7 +52,6 @@ LABEL_SERVER = "app.kubernetes.io/name"
 LABEL_INSTANCE = "app.kubernetes.io/instance"
 LABEL_MANAGED = "app.kubernetes.io/managed-by"
 LABEL_RELEASE = "accelops.dev/release"
-LABEL_MODEL = "accelops.dev/model"
 ANNOTATION_RELEASE = "accelops.dev/release"
 ANNOTATION_VERSION = "accelops.dev/model-version"
 HTTP_PORT, GRPC_PORT, METRICS_PORT = 8000, 8001, 8002
