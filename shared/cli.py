@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -118,7 +119,9 @@ def _print_report(report: Any) -> None:
         owner = pool.jobset_key if pool.managed else "-"
         print(f"  pool {pool.name:<40} {pool.status:<12} nodes {pool.nodes:<3} "
               f"running pods {pool.active_pods:<3} jobset {owner}")
-    print(f"plan: {len(plan.actions)} action(s) due, in the order they will be started")
+    print(f"plan: {len(plan.actions)} action(s) due, in the order they will be started; "
+          f"those marked * start in this run")
+    starting = {a.pool for a in plan.start}
     for action in plan.actions:
         detail = ""
         if action.kind == "create":
@@ -127,9 +130,14 @@ def _print_report(report: Any) -> None:
                       f"{', topology ' + spec.topology if spec.topology else ''}"
                       f"{', spot' if spec.spot else ''}"
                       f"{', reservation ' + spec.reservation if spec.reservation else ''}]")
-        print(f"  {action.kind:<6} {action.pool}{detail}: {action.reason}")
+        mark = "*" if action.pool in starting else " "
+        print(f"  {mark} {action.kind:<6} {action.pool}{detail}: {action.reason}")
     for note in plan.waiting:
         print(f"  waiting: {note}")
+    for jobset, failure in sorted(plan.failures.items()):
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(failure.next_attempt))
+        print(f"  failed: {jobset}: creating {failure.pool} ({failure.capacity}) failed "
+              f"{failure.attempts} time(s): {failure.reason}; next attempt at {when} UTC")
     print(report.summary())
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from shared.errors import ConfigError, PermanentError
 
@@ -150,13 +150,46 @@ class SliceConfig(BaseModel):
     zone: str | None = None
     spot: bool = False
     reservation: str | None = None
+    # Exponential backoff, doubled per attempt and capped: after GKE answered busy
+    # (429, FAILED_PRECONDITION, ABORTED) for the whole cluster, and per JobSet after
+    # one of its pool creates failed (stockout, quota, reservation).
     backoff_initial_seconds: Annotated[int, Field(ge=1)] = 30
     backoff_max_seconds: Annotated[int, Field(ge=1)] = 600
+    # Node-pool operations in flight at once (at most one per pool); GKE's own
+    # per-cluster limit has been seen at 5.
+    max_concurrent_operations: Annotated[int, Field(ge=1, le=20)] = 4
+    # Capacity tried by successive create attempts after a failed one: a JobSet whose
+    # capacity is in the list moves to the next entry (staying on the last); one whose
+    # capacity is not in it keeps its own. Entries: "reservation" (slices.reservation),
+    # "reservation/<name>", "on-demand", "spot". Empty: never fall back.
+    capacity_fallback: tuple[str, ...] = ()
 
     @field_validator("state_namespace")
     @classmethod
     def _namespace(cls, value: str) -> str:
         return TeamPolicy._rfc1123(value)
+
+    @field_validator("capacity_fallback")
+    @classmethod
+    def _capacities(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for entry in value:
+            if entry not in ("reservation", "on-demand", "spot") and not (
+                    entry.startswith("reservation/") and len(entry) > len("reservation/")):
+                raise ValueError(f"capacity_fallback entry {entry!r}: must be reservation, "
+                                 "reservation/<name>, on-demand or spot")
+        return value
+
+    @model_validator(mode="after")
+    def _reservation_named(self) -> SliceConfig:
+        if "reservation" in self.capacity_fallback and not self.reservation:
+            raise ValueError("capacity_fallback names 'reservation' but slices.reservation "
+                             "is not set")
+        return self
+
+    def capacities(self) -> tuple[str, ...]:
+        """capacity_fallback with "reservation" resolved to the configured one."""
+        return tuple(f"reservation/{self.reservation}" if c == "reservation" else c
+                     for c in self.capacity_fallback)
 
 
 _BQ_ID = r"^[A-Za-z0-9_]{1,1024}$"

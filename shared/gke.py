@@ -131,14 +131,17 @@ def _translate(exc: Exception, what: str) -> Exception:
         return PermissionDeniedError(f"{what}: {message}")
     if isinstance(exc, gexc.NotFound):
         return NotFoundError(f"{what}: {message}")
-    if isinstance(exc, (gexc.AlreadyExists, gexc.Conflict)):
-        return ConflictError(f"{what}: {message}")
-    if isinstance(exc, (gexc.TooManyRequests, gexc.ResourceExhausted)):
-        return RateLimitedError(f"{what}: {message}")
+    # Before Conflict: Aborted subclasses Conflict (both 409), and over REST every 409
+    # arrives as Conflict, so only the status tells GKE's ABORTED ("operation in
+    # progress", retry) from ALREADY_EXISTS.
     if isinstance(exc, (gexc.FailedPrecondition, gexc.Aborted)) or status in (
             "FAILED_PRECONDITION", "ABORTED"):
         # "Cluster is running incompatible operation ...": another operation holds it.
         return OperationInProgressError(f"{what}: {message}")
+    if isinstance(exc, (gexc.AlreadyExists, gexc.Conflict)):
+        return ConflictError(f"{what}: {message}")
+    if isinstance(exc, (gexc.TooManyRequests, gexc.ResourceExhausted)):
+        return RateLimitedError(f"{what}: {message}")
     if isinstance(exc, (gexc.InvalidArgument, gexc.BadRequest)):
         return PermanentError(f"{what}: {message}")
     return UnavailableError(f"{what}: {exc}")

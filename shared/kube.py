@@ -48,6 +48,7 @@ from shared.log import get_logger
 __all__ = [
     "CONFIG_MAPS",
     "DEPLOYMENTS",
+    "EVENTS",
     "HORIZONTAL_POD_AUTOSCALERS",
     "JOBSETS",
     "LEASES",
@@ -99,6 +100,7 @@ PODS = Resource("", "v1", "pods")
 NODES = Resource("", "v1", "nodes", namespaced=False)
 LEASES = Resource("coordination.k8s.io", "v1", "leases")
 CONFIG_MAPS = Resource("", "v1", "configmaps")
+EVENTS = Resource("", "v1", "events")
 SERVICES = Resource("", "v1", "services")
 DEPLOYMENTS = Resource("apps", "v1", "deployments")
 REPLICA_SETS = Resource("apps", "v1", "replicasets")
@@ -175,6 +177,13 @@ class KubeClient:
                 "PATCH", resource.path(meta.get("namespace"), meta["name"]), query=query,
                 body=obj, content_type="application/apply-patch+yaml",
             )
+
+    def merge_patch(self, resource: Resource, name: str, namespace: str | None,
+                    patch: dict[str, Any]) -> dict[str, Any]:
+        """JSON merge patch (RFC 7386: ``None`` removes a key); NotFoundError when the
+        object is gone."""
+        return self._request("PATCH", resource.path(namespace, name), body=patch,
+                             content_type="application/merge-patch+json")
 
     def delete(self, resource: Resource, name: str, namespace: str | None = None, *,
                resource_version: str | None = None) -> None:

@@ -14,12 +14,17 @@ simulated clock::
     state.subscribe(lambda event, cluster, pool: ...)   # POOL_RUNNING, ...
     server = start_gke_api(state)
     server.faults.fail_next(2, "RESOURCE_EXHAUSTED", 429)
+    server.faults.stockout_for(900)       # creates end in ERROR (GCE_STOCKOUT)
+    state.upgrade_for(600)                # pool operations: FAILED_PRECONDITION
     ...
     server.stop()
 
-Errors use Google's JSON error shape; the client maps them by HTTP code
-(404 → ``NotFound``, 409 → ``Conflict``, 429 → ``TooManyRequests``, and 400 →
-``BadRequest`` for both INVALID_ARGUMENT and FAILED_PRECONDITION).
+Operations on different pools run in parallel; one per pool, none during a
+cluster-level operation, at most ``max_concurrent_operations`` (default 5) per
+cluster (:mod:`sandbox.gke.operations`). Errors use Google's JSON error shape;
+the client maps them by HTTP code (404 → ``NotFound``, 409 → ``Conflict``,
+429 → ``TooManyRequests``, and 400 → ``BadRequest`` for both INVALID_ARGUMENT
+and FAILED_PRECONDITION).
 """
 
 from __future__ import annotations
@@ -29,7 +34,8 @@ from collections.abc import Iterable, Mapping
 
 from sandbox.clock import SimClock
 from sandbox.gke.errors import GkeError
-from sandbox.gke.faults import Fault, FaultInjector, PoolError
+from sandbox.gke.faults import Fault, FaultInjector, PoolError, Stockout
+from sandbox.gke.operations import DEFAULT_MAX_CONCURRENT_OPERATIONS, UPGRADE_MASTER
 from sandbox.gke.server import GkeApiServer, RequestLog, RequestRecord
 from sandbox.gke.state import (
     POOL_DELETED,
@@ -46,11 +52,13 @@ from sandbox.gke.state import (
 )
 
 __all__ = [
+    "DEFAULT_MAX_CONCURRENT_OPERATIONS",
     "POOL_DELETED",
     "POOL_ERROR",
     "POOL_EVENTS",
     "POOL_RESIZED",
     "POOL_RUNNING",
+    "UPGRADE_MASTER",
     "Cluster",
     "Delays",
     "Fault",
@@ -64,6 +72,7 @@ __all__ = [
     "PoolError",
     "RequestLog",
     "RequestRecord",
+    "Stockout",
     "start_gke_api",
 ]
 
@@ -76,16 +85,19 @@ def start_gke_api(
     state_file: str | os.PathLike[str] | None = None,
     clock: SimClock | None = None,
     delays: Delays | Mapping[str, float] | None = None,
+    max_concurrent_operations: int = DEFAULT_MAX_CONCURRENT_OPERATIONS,
 ) -> GkeApiServer:
     """Serve a :class:`GkeState` (or a new one holding ``clusters``) in background threads.
 
     Given clusters, the new state runs on ``clock`` (default: a real-time
-    :class:`SimClock`) with ``delays``. Port 0 picks a free port.
+    :class:`SimClock`) with ``delays`` and ``max_concurrent_operations`` per
+    cluster. Port 0 picks a free port.
     """
     if isinstance(state_or_clusters, GkeState):
         state = state_or_clusters
     else:
-        state = GkeState(clock or SimClock(), delays=delays)
+        state = GkeState(clock or SimClock(), delays=delays,
+                         max_concurrent_operations=max_concurrent_operations)
         for cluster in state_or_clusters:
             state.add_cluster(cluster.project, cluster.location, cluster.name,
                               cluster.endpoint, cluster.ca_certificate)

@@ -4,7 +4,8 @@ Every failure is ``{"error": {"code": <http>, "message": ..., "status": <canonic
 google-api-core maps REST errors by HTTP code only (400 → ``BadRequest``,
 404 → ``NotFound``, 409 → ``Conflict``, 429 → ``TooManyRequests``, 503 →
 ``ServiceUnavailable``); the canonical ``status`` (FAILED_PRECONDITION vs
-INVALID_ARGUMENT, both 400) stays readable in ``exc.response.json()``.
+INVALID_ARGUMENT, both 400) stays readable in ``exc.response.json()``, and an
+ErrorInfo in ``details`` becomes the exception's ``reason``.
 """
 
 from __future__ import annotations
@@ -86,14 +87,20 @@ def resolve_status(status: str | None, http_code: int | None) -> tuple[str, int]
 class GkeError(Exception):
     """A Container API error: canonical status, HTTP code and message."""
 
-    def __init__(self, status: str, message: str, http_code: int | None = None) -> None:
+    def __init__(self, status: str, message: str, http_code: int | None = None, *,
+                 details: list[JsonObject] | None = None) -> None:
         super().__init__(message)
         self.status, self.http_code = resolve_status(status, http_code)
         self.message = message
+        #: google.rpc detail messages (``{"@type": ..., ...}``), e.g. an ErrorInfo.
+        self.details = list(details or [])
 
     def body(self) -> JsonObject:
-        return {"error": {"code": self.http_code, "message": self.message,
-                          "status": self.status}}
+        error: JsonObject = {"code": self.http_code, "message": self.message,
+                             "status": self.status}
+        if self.details:
+            error["details"] = self.details
+        return {"error": error}
 
 
 def invalid_argument(field: str, value: object, why: str) -> GkeError:

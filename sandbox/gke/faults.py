@@ -9,7 +9,24 @@ run. Two kinds of faults:
   simulated minutes"), answer a Google error body and change nothing;
 * **pool errors** — :meth:`FaultInjector.fail_next_create_with_pool_error`: the next
   node pool created is accepted, but its operation ends DONE with an error and the
-  pool in status ERROR with no nodes (a TPU stockout).
+  pool in status ERROR with no nodes (a TPU stockout);
+* **stockout windows** — :meth:`FaultInjector.stockout_for`: every node pool whose
+  create is accepted during the window fails that way, with GKE's stockout message
+  (or, ``reason="quota"``, its quota message); creates accepted after it succeed.
+
+A cluster-level operation (a control-plane upgrade that blocks node-pool
+operations) is an operation, not a request fault: :meth:`GkeState.upgrade_for
+<sandbox.gke.state.GkeState.upgrade_for>`.
+
+Stockout wording: GKE's "Troubleshoot node pools" page lists "The zone does not
+have enough resources available to fulfill the request. Try a different zone, or
+try again later." with the codes GCE_STOCKOUT / ZONE_RESOURCE_POOL_EXHAUSTED, and
+Compute Engine names the zone as ``'projects/P/zones/Z'``; its TPU page quotes
+"Insufficient quota to satisfy the request". How GKE joins code and text in the
+operation's error, the rest of the quota sentence and the operation's error code
+(RESOURCE_EXHAUSTED) are ours. The window applies when the create is accepted (GKE
+asks Compute Engine for the VMs at the start of the operation); the failure shows
+when the operation ends.
 
 By default request faults hit mutations only (POST and DELETE); pass
 ``methods=None`` for every method. Only Container API paths (``/v1/...``) are
@@ -25,7 +42,8 @@ from dataclasses import dataclass
 from sandbox.clock import SimClock
 from sandbox.gke.errors import GkeError, resolve_status
 
-__all__ = ["DEFAULT_POOL_ERROR", "Fault", "FaultInjector", "PoolError"]
+__all__ = ["DEFAULT_POOL_ERROR", "QUOTA_MESSAGE", "STOCKOUT_MESSAGE", "Fault",
+           "FaultInjector", "PoolError", "Stockout"]
 
 MUTATING = ("POST", "DELETE")
 
@@ -45,6 +63,18 @@ DEFAULT_POOL_ERROR = (
     "available to fulfill the request. Try a different zone, or try again later "
     "(injected fault)."
 )
+
+#: A stockout window's message; ``{project}``, ``{zone}``, ``{region}`` and
+#: ``{machine_type}`` are filled in for each pool.
+STOCKOUT_MESSAGE = (
+    "GCE_STOCKOUT: The zone 'projects/{project}/zones/{zone}' does not have enough "
+    "resources available to fulfill the request. Try a different zone, or try again later."
+)
+QUOTA_MESSAGE = (
+    "Insufficient quota to satisfy the request: quota exceeded for machine type "
+    "{machine_type} in region {region}."
+)
+_WINDOW_MESSAGES = {"stockout": STOCKOUT_MESSAGE, "quota": QUOTA_MESSAGE}
 
 
 @dataclass
@@ -76,6 +106,28 @@ class PoolError:
     message: str = DEFAULT_POOL_ERROR
 
 
+@dataclass
+class Stockout:
+    """A window of simulated time in which every node pool created ends in ERROR."""
+
+    reason: str  # "stockout" or "quota"
+    status: str
+    message: str  # template, see STOCKOUT_MESSAGE
+    until: float  # simulated time it ends
+    cluster: str | None = None  # cluster name or path; None: every cluster
+
+    def matches(self, cluster_path: str) -> bool:
+        return self.cluster is None or self.cluster in (
+            cluster_path, cluster_path.rsplit("/", 1)[-1])
+
+    def pool_error(self, cluster_path: str, machine_type: str) -> PoolError:
+        parts = cluster_path.split("/")  # projects/P/locations/L/clusters/C
+        project, zone = parts[1], parts[3]
+        region = zone.rsplit("-", 1)[0] if zone.count("-") >= 2 else zone
+        return PoolError(self.status, self.message.format(
+            project=project, zone=zone, region=region, machine_type=machine_type))
+
+
 class FaultInjector:
     """Thread-safe armed faults, consulted once per Container API request."""
 
@@ -84,6 +136,7 @@ class FaultInjector:
         self._lock = threading.Lock()
         self._faults: list[Fault] = []
         self._pool_errors: list[PoolError] = []
+        self._stockouts: list[Stockout] = []
         #: Requests answered with an injected error so far.
         self.injected = 0
 
@@ -139,10 +192,48 @@ class FaultInjector:
         with self._lock:
             self._pool_errors.extend(PoolError(status.upper(), message) for _ in range(count))
 
-    def take_pool_error(self) -> PoolError | None:
-        """Consume the next armed pool error (the state calls this on each create)."""
+    def stockout_for(self, sim_seconds: float, *, reason: str = "stockout",
+                     cluster: str | None = None, message: str | None = None,
+                     status: str = "RESOURCE_EXHAUSTED") -> Stockout:
+        """Every node pool created in the next ``sim_seconds`` ends in ERROR.
+
+        ``reason``: ``"stockout"`` (GCE_STOCKOUT) or ``"quota"`` (insufficient
+        quota); ``cluster``: a cluster name or path (default: every cluster);
+        ``message``: a template overriding the reason's (see STOCKOUT_MESSAGE).
+        """
+        if sim_seconds <= 0:
+            raise ValueError("sim_seconds must be positive")
+        if reason not in _WINDOW_MESSAGES:
+            raise ValueError(f"reason must be one of {sorted(_WINDOW_MESSAGES)}, not {reason!r}")
+        status, _ = resolve_status(status, None)
+        window = Stockout(reason, status, message or _WINDOW_MESSAGES[reason],
+                          self.clock.time() + sim_seconds, cluster)
         with self._lock:
-            return self._pool_errors.pop(0) if self._pool_errors else None
+            self._stockouts.append(window)
+        return window
+
+    def take_pool_error(self, cluster_path: str | None = None,
+                        machine_type: str = "") -> PoolError | None:
+        """How a create accepted now fails, or None (the state calls this on each create).
+
+        An armed count comes first (and is consumed); then a stockout window
+        covering ``cluster_path`` now.
+        """
+        now = self.clock.time()
+        with self._lock:
+            if self._pool_errors:
+                return self._pool_errors.pop(0)
+            self._stockouts = [w for w in self._stockouts if w.until > now]
+            for window in self._stockouts:
+                if cluster_path is not None and window.matches(cluster_path):
+                    return window.pool_error(cluster_path, machine_type)
+        return None
+
+    def stockouts(self) -> list[Stockout]:
+        """The stockout windows still open (copies)."""
+        now = self.clock.time()
+        with self._lock:
+            return [Stockout(**vars(w)) for w in self._stockouts if w.until > now]
 
     def check(self, method: str, path: str) -> GkeError | None:
         """The error to answer this request with, or None; consumes one count."""
@@ -172,7 +263,11 @@ class FaultInjector:
             return len(self._pool_errors)
 
     def clear(self) -> None:
-        """Disarm every request fault and pool error."""
+        """Disarm every request fault, pool error and stockout window.
+
+        Running operations (an injected upgrade) are not faults: they end on their own.
+        """
         with self._lock:
             self._faults.clear()
             self._pool_errors.clear()
+            self._stockouts.clear()

@@ -14,9 +14,18 @@ recorded, never hit by injected faults)::
 
     POST   /sandbox/v1/faults      {"status", "http_code", "count" | "for_seconds",
                                     "methods", "message", "path_contains"}
-    GET    /sandbox/v1/faults      armed faults
-    DELETE /sandbox/v1/faults      disarm everything (pool errors too)
+           /sandbox/v1/faults      {"kind": "upgrade", "for_seconds", "cluster"}: an
+                                    UPGRADE_MASTER operation that blocks node-pool
+                                    operations (FAILED_PRECONDITION) while it runs
+           /sandbox/v1/faults      {"kind": "stockout" | "quota", "for_seconds",
+                                    "cluster", "message"}: creates accepted meanwhile
+                                    end in ERROR with GKE's stockout / quota message
+    GET    /sandbox/v1/faults      armed faults and open stockout windows
+    DELETE /sandbox/v1/faults      disarm everything (pool errors, stockouts too;
+                                    a running upgrade ends on its own)
     POST   /sandbox/v1/pool-error  {"count", "status", "message"}: next create fails
+    GET    /sandbox/v1/limits      {"concurrent_operations": N} per cluster
+    POST   /sandbox/v1/limits      {"concurrent_operations": N}
     GET    /sandbox/v1/clock       {"now", "time", "speed"}
     POST   /sandbox/v1/clock       {"speed": x} and/or {"advance": seconds}
     GET    /sandbox/v1/requests    the request log
@@ -41,7 +50,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from sandbox.gke.driver import OperationDriver
 from sandbox.gke.errors import GkeError, JsonObject
 from sandbox.gke.faults import MUTATING, FaultInjector
-from sandbox.gke.state import Cluster, GkeState, rfc3339
+from sandbox.gke.records import Cluster, rfc3339
+from sandbox.gke.state import GkeState
 from sandbox.gke.wire import decode_request, encode_response, wants_int_enums
 from sandbox.httpserver import ApiHttpServer, ApiRequestHandler
 from sandbox.statefile import load_state, save_state
@@ -339,6 +349,8 @@ class GkeApiServer:
 
     def _control_action(self, method: str, what: str, data: JsonObject) -> JsonObject:
         faults, clock = self.state.faults, self.state.clock
+        if (method, what) == ("POST", "faults") and "kind" in data:
+            return self._window_fault(data)
         if (method, what) == ("POST", "faults"):
             methods = data.get("methods", list(MUTATING))
             options: dict[str, Any] = {
@@ -360,6 +372,13 @@ class GkeApiServer:
             extra = {k: str(data[k]) for k in ("status", "message") if k in data}
             faults.fail_next_create_with_pool_error(int(data.get("count", 1)), **extra)
             return self._faults_json()
+        if what == "limits" and method in ("GET", "POST"):
+            if "concurrent_operations" in data:
+                limit = int(data["concurrent_operations"])
+                if limit < 1:
+                    raise ValueError("concurrent_operations must be at least 1")
+                self.state.max_concurrent_operations = limit
+            return {"concurrent_operations": self.state.max_concurrent_operations}
         if what == "clock" and method in ("GET", "POST"):
             if method == "POST":
                 if "speed" in data:
@@ -375,11 +394,29 @@ class GkeApiServer:
             return {"operations": [asdict(op) for op in self.state.operations()]}
         raise GkeError("NOT_FOUND", f"No sandbox control endpoint {method} {_CONTROL}{what}.")
 
+    def _window_fault(self, data: JsonObject) -> JsonObject:
+        """``{"kind": "upgrade" | "stockout" | "quota", "for_seconds", ...}``."""
+        kind = str(data["kind"])
+        if "for_seconds" not in data:
+            raise ValueError(f"a {kind!r} fault needs for_seconds")
+        seconds = float(data["for_seconds"])
+        cluster = None if data.get("cluster") is None else str(data["cluster"])
+        if kind == "upgrade":
+            operations = self.state.upgrade_for(seconds, cluster)
+            return {**self._faults_json(), "operations": operations}
+        if kind in ("stockout", "quota"):
+            message = None if data.get("message") is None else str(data["message"])
+            self.state.faults.stockout_for(seconds, reason=kind, cluster=cluster,
+                                           message=message)
+            return self._faults_json()
+        raise ValueError(f"unknown fault kind {kind!r} (upgrade, stockout, quota)")
+
     def _faults_json(self) -> JsonObject:
         faults = self.state.faults
         return {
             "faults": [{**asdict(f), "methods": None if f.methods is None else sorted(f.methods)}
                        for f in faults.armed()],
             "poolErrors": faults.pending_pool_errors(),
+            "stockouts": [asdict(w) for w in faults.stockouts()],
             "injected": faults.injected,
         }

@@ -11,11 +11,15 @@ create             CREATE_NODE_POOL      PROVISIONING                RUNNING/ERR
 delete             DELETE_NODE_POOL      STOPPING                    gone
 setSize            SET_NODE_POOL_SIZE    RECONCILING                 RUNNING
 setAutoscaling     UPDATE_CLUSTER        RUNNING                     RUNNING
+upgrade_for        UPGRADE_MASTER        (cluster-level, no pool)    unchanged
 =================  ====================  ==========================  =============
 
-Like GKE, a cluster runs one mutating operation at a time: another mutation
-meanwhile is refused with FAILED_PRECONDITION ("Cluster is running incompatible
-operation ..."), and the cluster reports status RECONCILING.
+Like GKE, operations on different pools of a cluster run in parallel, each
+finishing after its own delay; a second operation on the same pool, any
+node-pool operation during a cluster-level one (:meth:`GkeState.upgrade_for`,
+UPGRADE_MASTER) and one operation more than ``max_concurrent_operations`` are
+refused (:mod:`sandbox.gke.operations` has the rules, codes and sources). While
+any operation runs the cluster reports status RECONCILING.
 
 Operations complete when :meth:`GkeState.tick` runs at or after their due time:
 the :class:`~sandbox.gke.driver.OperationDriver` thread calls it as the clock
@@ -34,23 +38,26 @@ from __future__ import annotations
 import copy
 import hashlib
 import logging
-import secrets
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
-from datetime import UTC, datetime
 from typing import Any
 
 from sandbox.clock import SimClock
 from sandbox.gke.errors import (
-    GRPC_CODES,
     JsonObject,
     already_exists,
     failed_precondition,
     not_found,
 )
 from sandbox.gke.faults import FaultInjector
+from sandbox.gke.operations import (
+    DEFAULT_MAX_CONCURRENT_OPERATIONS,
+    UPGRADE_MASTER,
+    OperationBook,
+)
+from sandbox.gke.records import API_ROOT, Cluster, NodePoolRecord, OperationRecord, rfc3339
 from sandbox.gke.validation import (
     is_multi_host,
     validate_autoscaling,
@@ -83,7 +90,6 @@ POOL_EVENTS = (POOL_RUNNING, POOL_RESIZED, POOL_DELETED, POOL_ERROR)
 
 Observer = Callable[[str, str, JsonObject], None]
 
-API_ROOT = "https://container.googleapis.com/v1"
 DEFAULT_VERSION = "1.31.5-gke.1169000"
 
 # Output-only NodePool fields a request may carry but the server decides.
@@ -99,12 +105,6 @@ _CONFIG_DEFAULTS: JsonObject = {
 }
 
 
-def rfc3339(seconds: float) -> str:
-    """RFC 3339 UTC with milliseconds and ``Z``, as Google APIs print timestamps."""
-    moment = datetime.fromtimestamp(seconds, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
-
-
 @dataclass(frozen=True)
 class Delays:
     """Simulated seconds each kind of operation takes."""
@@ -114,95 +114,6 @@ class Delays:
     delete: float = 60.0
     set_size: float = 60.0
     set_autoscaling: float = 30.0
-
-
-@dataclass
-class Cluster:
-    """A GKE cluster whose ``endpoint`` is a (sandbox) Kubernetes API URL."""
-
-    project: str
-    location: str
-    name: str
-    endpoint: str
-    ca_certificate: str = ""  # base64 PEM, as GKE returns it
-
-    @property
-    def path(self) -> str:
-        return f"projects/{self.project}/locations/{self.location}/clusters/{self.name}"
-
-    def as_json(self) -> JsonObject:
-        """The cluster without its node pools (status RUNNING)."""
-        return {
-            "name": self.name,
-            "location": self.location,
-            "zone": self.location,
-            "endpoint": self.endpoint,
-            "status": "RUNNING",
-            "selfLink": f"{API_ROOT}/{self.path}",
-            "masterAuth": {"clusterCaCertificate": self.ca_certificate},
-        }
-
-
-@dataclass
-class NodePoolRecord:
-    """A node pool: the spec as requested (normalised) plus its live state."""
-
-    cluster: str  # cluster path
-    spec: JsonObject
-    status: str
-    node_count: int = 0
-    status_message: str = ""
-    create_time: float = 0.0
-
-    @property
-    def name(self) -> str:
-        return str(self.spec["name"])
-
-
-@dataclass
-class OperationRecord:
-    """One long-running operation; times are simulated epoch seconds."""
-
-    name: str
-    operation_type: str
-    project: str
-    location: str
-    cluster: str  # cluster path
-    pool: str  # target node pool name
-    status: str
-    start_time: float
-    due_time: float
-    end_time: float | None = None
-    error_status: str | None = None
-    error_message: str = ""
-    # What the operation applies when it finishes.
-    node_count: int | None = None
-    autoscaling: JsonObject | None = None
-    planned_error: tuple[str, str] | None = None  # (status, message) for a failing create
-
-    @property
-    def target_link(self) -> str:
-        return f"{API_ROOT}/{self.cluster}/nodePools/{self.pool}"
-
-    def as_json(self) -> JsonObject:
-        body: JsonObject = {
-            "name": self.name,
-            "zone": self.location,
-            "operationType": self.operation_type,
-            "status": self.status,
-            "selfLink": f"{API_ROOT}/projects/{self.project}/locations/{self.location}"
-                        f"/operations/{self.name}",
-            "targetLink": self.target_link,
-            "location": self.location,
-            "startTime": rfc3339(self.start_time),
-        }
-        if self.end_time is not None:
-            body["endTime"] = rfc3339(self.end_time)
-        if self.error_status is not None:
-            body["error"] = {"code": GRPC_CODES[self.error_status],
-                             "message": self.error_message}
-            body["statusMessage"] = self.error_message
-        return body
 
 
 def _spec_from_request(node_pool: Mapping[str, Any]) -> JsonObject:
@@ -216,15 +127,20 @@ class GkeState:
     """Thread-safe clusters, node pools and operations on a :class:`SimClock`."""
 
     def __init__(self, clock: SimClock, *, delays: Delays | Mapping[str, float] | None = None,
-                 faults: FaultInjector | None = None, version: str = DEFAULT_VERSION) -> None:
+                 faults: FaultInjector | None = None, version: str = DEFAULT_VERSION,
+                 max_concurrent_operations: int = DEFAULT_MAX_CONCURRENT_OPERATIONS) -> None:
+        if max_concurrent_operations < 1:
+            raise ValueError("max_concurrent_operations must be at least 1")
         self.clock = clock
+        #: Operations one cluster may run at once; one more is answered with 429.
+        self.max_concurrent_operations = max_concurrent_operations
         self.delays = delays if isinstance(delays, Delays) else Delays(**(delays or {}))
         self.faults = faults if faults is not None else FaultInjector(clock)
         self.version = version
         self._lock = threading.RLock()
         self._clusters: dict[str, Cluster] = {}
         self._pools: dict[str, dict[str, NodePoolRecord]] = {}
-        self._ops: dict[str, OperationRecord] = {}
+        self._ops = OperationBook()
         self._observers: list[Observer] = []
         self._events: deque[tuple[str, str, JsonObject]] = deque()
         self._delivery = threading.RLock()
@@ -279,10 +195,11 @@ class GkeState:
             name = str(spec["name"])
             if name in self._pools[found.path]:
                 raise already_exists(f"{found.path}/nodePools/{name}")
-            self._check_idle(found)
+            self._admit(found, name)
             multi = is_multi_host(spec)
             delay = self.delays.create_multi_host if multi else self.delays.create_single_host
-            pool_error = self.faults.take_pool_error()
+            machine_type = str((spec.get("config") or {}).get("machineType", "e2-medium"))
+            pool_error = self.faults.take_pool_error(found.path, machine_type)
             now = self.clock.time()
             self._pools[found.path][name] = NodePoolRecord(
                 found.path, spec, "PROVISIONING", create_time=now)
@@ -296,7 +213,7 @@ class GkeState:
         with self._ticked():
             found = self._cluster(project, location, cluster)
             record = self._pool(found, pool)
-            self._check_idle(found)
+            self._admit(found, pool)
             record.status = "STOPPING"
             return self._start(found, "DELETE_NODE_POOL", pool, self.delays.delete).as_json()
 
@@ -306,7 +223,7 @@ class GkeState:
             found = self._cluster(project, location, cluster)
             record = self._pool(found, pool)
             validate_node_count(record.spec, node_count)
-            self._check_idle(found)
+            self._admit(found, pool)
             self._check_running(found, record)
             record.status = "RECONCILING"
             op = self._start(found, "SET_NODE_POOL_SIZE", pool, self.delays.set_size)
@@ -319,11 +236,30 @@ class GkeState:
             found = self._cluster(project, location, cluster)
             record = self._pool(found, pool)
             validate_autoscaling(record.spec, autoscaling)
-            self._check_idle(found)
+            self._admit(found, pool)
             self._check_running(found, record)
             op = self._start(found, "UPDATE_CLUSTER", pool, self.delays.set_autoscaling)
             op.autoscaling = copy.deepcopy(dict(autoscaling))
             return op.as_json()
+
+    # ------------------------------------------------------------------ cluster operations
+
+    def upgrade_for(self, sim_seconds: float, cluster: str | None = None) -> list[JsonObject]:
+        """Run a control-plane upgrade (UPGRADE_MASTER) for ``sim_seconds`` simulated seconds.
+
+        While it runs every node-pool operation on the cluster is refused with
+        FAILED_PRECONDITION, as when GKE upgrades a control plane. ``cluster``: a
+        cluster name or path (default: every cluster). Returns the Operations.
+        """
+        if sim_seconds <= 0:
+            raise ValueError("sim_seconds must be positive")
+        with self._ticked():
+            targets = [c for c in self._clusters.values()
+                       if cluster is None or cluster in (c.name, c.path)]
+            if not targets:
+                raise not_found(f"cluster {cluster}")
+            return [self._start(c, UPGRADE_MASTER, "", sim_seconds).as_json()
+                    for c in targets]
 
     def pools(self, cluster_path: str | None = None) -> list[tuple[str, JsonObject]]:
         """Every pool as observers see it (with ``nodeCount``): ``(cluster_path, pool)``."""
@@ -344,19 +280,17 @@ class GkeState:
 
     def list_operations(self, project: str, location: str) -> list[JsonObject]:
         with self._ticked():
-            return [op.as_json() for op in self._ops.values()
-                    if op.project == project and location in ("-", op.location)]
+            return [op.as_json() for op in self._ops.in_location(project, location)]
 
     def operations(self) -> list[OperationRecord]:
         """History of every operation (copies), oldest first, with simulated times."""
         with self._ticked():
-            return [replace(op) for op in self._ops.values()]
+            return [replace(op) for op in self._ops]
 
     def next_due(self) -> float | None:
         """Simulated time the next running operation finishes, or None."""
         with self._lock:
-            return min((op.due_time for op in self._ops.values() if op.status == "RUNNING"),
-                       default=None)
+            return self._ops.next_due()
 
     def tick(self) -> int:
         """Finish every operation due by now, then deliver events; returns how many."""
@@ -387,7 +321,7 @@ class GkeState:
             return {
                 "clusters": [asdict(c) for c in self._clusters.values()],
                 "pools": [asdict(p) for pools in self._pools.values() for p in pools.values()],
-                "operations": [asdict(op) for op in self._ops.values()],
+                "operations": [asdict(op) for op in self._ops],
             }
 
     def restore(self, document: Mapping[str, Any]) -> None:
@@ -406,7 +340,7 @@ class GkeState:
                 if values.get("planned_error") is not None:
                     values["planned_error"] = tuple(values["planned_error"])
                 op = OperationRecord(**values)
-                self._ops[op.name] = op
+                self._ops.add(op)
 
     # ------------------------------------------------------------------ internals
 
@@ -426,17 +360,8 @@ class GkeState:
             raise not_found(f"{cluster.path}/nodePools/{name}")
         return record
 
-    def _running_op(self, cluster: Cluster) -> OperationRecord | None:
-        for op in self._ops.values():
-            if op.cluster == cluster.path and op.status in ("PENDING", "RUNNING"):
-                return op
-        return None
-
-    def _check_idle(self, cluster: Cluster) -> None:
-        running = self._running_op(cluster)
-        if running is not None:
-            raise failed_precondition(
-                f"Cluster is running incompatible operation {running.name}.")
+    def _admit(self, cluster: Cluster, pool: str) -> None:
+        self._ops.admit(cluster, pool, self.max_concurrent_operations)
 
     def _check_running(self, cluster: Cluster, record: NodePoolRecord) -> None:
         if record.status not in ("RUNNING", "RUNNING_WITH_ERROR"):
@@ -446,20 +371,10 @@ class GkeState:
 
     def _start(self, cluster: Cluster, operation_type: str, pool: str,
                delay: float) -> OperationRecord:
-        now = self.clock.time()
-        name = f"operation-{int(now * 1000)}-{secrets.token_hex(4)}"
-        op = OperationRecord(
-            name=name, operation_type=operation_type, project=cluster.project,
-            location=cluster.location, cluster=cluster.path, pool=pool, status="RUNNING",
-            start_time=now, due_time=now + max(0.0, delay))
-        self._ops[name] = op
-        return op
+        return self._ops.start(cluster, operation_type, pool, self.clock.time(), delay)
 
     def _complete_due(self) -> int:
-        now = self.clock.time()
-        due = sorted((op for op in self._ops.values()
-                      if op.status == "RUNNING" and op.due_time <= now),
-                     key=lambda op: op.due_time)
+        due = self._ops.due(self.clock.time())
         for op in due:
             self._finish(op)
         return len(due)
@@ -523,7 +438,7 @@ class GkeState:
         body = cluster.as_json()
         pools = list(self._pools[cluster.path].values())
         body.update({
-            "status": "RUNNING" if self._running_op(cluster) is None else "RECONCILING",
+            "status": "RECONCILING" if self._ops.running(cluster.path) else "RUNNING",
             "locations": [cluster.location],
             "currentMasterVersion": self.version,
             "currentNodeVersion": self.version,

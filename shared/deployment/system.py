@@ -149,6 +149,12 @@ FUNCTIONS: tuple[Function, ...] = (
             KubeRule("", ("configmaps",), ("get", "update"), "state_namespace",
                      "read and update its record, and only that ConfigMap "
                      "(shared/slices/record.py)", resource_names=(RECORD_NAME,)),
+            KubeRule("jobset.x-k8s.io", ("jobsets",), ("patch",), "team_namespaces",
+                     "annotate a JobSet with why its pool create failed "
+                     "(shared/slices/surface.py)"),
+            KubeRule("", ("events",), ("create",), "team_namespaces",
+                     "a Warning Event on a JobSet whose pool create failed "
+                     "(shared/slices/surface.py)"),
         ),
     ),
     Function(

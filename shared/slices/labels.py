@@ -10,6 +10,7 @@ from __future__ import annotations
 __all__ = [
     "ANNOTATION_CAPACITY",
     "ANNOTATION_PROVISION",
+    "ANNOTATION_SLICE_FAILURE",
     "LABEL_JOBSET",
     "LABEL_JOBSET_NAMESPACE",
     "LABEL_MANAGED_BY",
@@ -29,6 +30,9 @@ MANAGED_BY = "accelops"
 ANNOTATION_PROVISION = "accelops.dev/provision-slices"
 # On a JobSet: "spot", "on-demand" or "reservation/<name>".
 ANNOTATION_CAPACITY = "accelops.dev/capacity"
+# On a JobSet, written by reconcile_slices: why its last pool create failed and when
+# the next attempt is due (JSON); removed once all its slices run.
+ANNOTATION_SLICE_FAILURE = "accelops.dev/slice-failure"
 
 
 def pinning_selector(namespace: str, name: str) -> dict[str, str]:

@@ -21,6 +21,7 @@ __all__ = [
     "Plan",
     "PoolSpec",
     "PoolView",
+    "SliceFailure",
 ]
 
 
@@ -117,12 +118,40 @@ Action = CreatePool | DeletePool
 
 
 @dataclass(frozen=True, slots=True)
+class SliceFailure:
+    """A JobSet's streak of failed pool creates, and when it may try again."""
+
+    attempts: int
+    next_attempt: float  # epoch seconds
+    reason: str  # GKE's message
+    capacity: str  # the capacity of the attempt that failed
+    pool: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"attempts": self.attempts, "next_attempt": self.next_attempt,
+                "reason": self.reason, "capacity": self.capacity, "pool": self.pool}
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, object]) -> SliceFailure:
+        return cls(attempts=int(str(raw.get("attempts", 1))),
+                   next_attempt=float(str(raw.get("next_attempt", 0.0))),
+                   reason=str(raw.get("reason", "")), capacity=str(raw.get("capacity", "")),
+                   pool=str(raw.get("pool", "")))
+
+
+@dataclass(frozen=True, slots=True)
 class Plan:
-    """Every action due now, most overdue first; the reconciler starts only the first."""
+    """Every action due now, most overdue first, and those to start in this run.
+
+    ``start`` respects the concurrency limit (operations already in flight count),
+    holds at most one operation per pool, and puts deletions before creations.
+    """
 
     actions: tuple[Action, ...]
     waiting: tuple[str, ...]  # why something is not acted on yet
     idle_since: dict[str, float] = field(default_factory=dict)  # pool -> first seen idle
+    start: tuple[Action, ...] = ()
+    failures: dict[str, SliceFailure] = field(default_factory=dict)  # jobset key -> streak
 
 
 @dataclass(frozen=True, slots=True)

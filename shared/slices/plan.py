@@ -9,16 +9,22 @@ Rules, for pools labelled as accelops' and JobSets that want TPU slices:
   since that became true; delete a pool in ERROR with no nodes at once;
 * never delete a pool with running pods on it, nor a pool with nodes while its
   JobSet has running pods anywhere;
+* a JobSet whose last pool create failed (stockout, quota, reservation) gets no
+  new pool until its backoff expires; the next attempt takes the next capacity
+  of ``capacity_fallback``;
 * in cleanup-only mode, only delete.
 
-Every action due now is returned, deletions first, then the longest waiting; the
-reconciler starts only the first one per run because GKE runs one operation per
-cluster at a time.
+Every action due now is returned, deletions first, then the longest waiting. Of
+those, ``start`` holds what this run starts: GKE runs node-pool operations on
+different pools in parallel, so up to ``max_concurrent_operations`` may be in
+flight (those already running count), never two on one pool. All slices of a
+multi-slice JobSet are adjacent in the order, so they are requested together
+when the limit allows.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from shared.config import SliceConfig
 from shared.names import pool_name
@@ -32,27 +38,45 @@ from shared.slices.model import (
     Plan,
     PoolSpec,
     PoolView,
+    SliceFailure,
 )
 
-__all__ = ["plan_slices", "pool_spec"]
+__all__ = ["next_capacity", "plan_slices", "pool_spec"]
 
 _BUSY = ("PROVISIONING", "RECONCILING", "STOPPING")
 
 
-def pool_spec(jobset: JobSetView, slice_index: int, settings: SliceConfig) -> PoolSpec:
-    """The node pool for one slice of a JobSet."""
+def next_capacity(jobset: JobSetView, failure: SliceFailure | None,
+                  settings: SliceConfig) -> str:
+    """The capacity of the JobSet's next create attempt.
+
+    The first attempt uses the JobSet's own capacity. After a failed attempt whose
+    capacity is in ``capacity_fallback``, the next one uses the entry after it
+    (staying on the last). A JobSet whose capacity is not in the order (a specific
+    reservation of its own, say) keeps it.
+    """
+    order = settings.capacities()
+    if failure is None or jobset.capacity not in order or failure.capacity not in order:
+        return jobset.capacity
+    return order[min(order.index(failure.capacity) + 1, len(order) - 1)]
+
+
+def pool_spec(jobset: JobSetView, slice_index: int, settings: SliceConfig,
+              capacity: str | None = None) -> PoolSpec:
+    """The node pool for one slice of a JobSet (``capacity``: default the JobSet's)."""
     shape = jobset.shape
     assert shape is not None
+    capacity = capacity or jobset.capacity
     reservation = None
-    if jobset.capacity.startswith("reservation/"):
-        reservation = jobset.capacity.partition("/")[2]
+    if capacity.startswith("reservation/"):
+        reservation = capacity.partition("/")[2]
     return PoolSpec(
         name=pool_name(jobset.namespace, jobset.name, slice_index),
         machine_type=shape.machine_type,
         node_count=shape.vms,
         topology=shape.topology if shape.multi_host else None,
         labels=pool_labels(jobset.namespace, jobset.name, slice_index),
-        spot=jobset.capacity == "spot",
+        spot=capacity == "spot",
         reservation=reservation,
         service_account=settings.node_service_account,
         network_tags=settings.network_tags,
@@ -60,20 +84,63 @@ def pool_spec(jobset: JobSetView, slice_index: int, settings: SliceConfig) -> Po
     )
 
 
-def _creates(observed: Observed, settings: SliceConfig) -> list[Action]:
+def _creates(observed: Observed, settings: SliceConfig, now: float,
+             failures: Mapping[str, SliceFailure], waiting: list[str]) -> list[Action]:
     have = {(p.jobset_key, p.slice_index) for p in observed.pools if p.managed}
     actions: list[Action] = []
     for jobset in sorted(observed.jobsets, key=lambda j: (j.created_at, j.key)):
         if not jobset.wants_slices:
             continue
-        for index in range(jobset.slices):
-            if (jobset.key, index) in have:
-                continue
+        missing = [i for i in range(jobset.slices) if (jobset.key, i) not in have]
+        if not missing:
+            continue
+        failure = failures.get(jobset.key)
+        if failure is not None and now < failure.next_attempt:
+            waiting.append(f"{jobset.key}: creating {failure.pool} failed "
+                           f"(attempt {failure.attempts}, {failure.capacity}): {failure.reason}; "
+                           f"next attempt in {failure.next_attempt - now:.0f}s")
+            continue
+        capacity = next_capacity(jobset, failure, settings)
+        for index in missing:
             actions.append(CreatePool(
-                spec=pool_spec(jobset, index, settings), jobset=jobset.key, slice_index=index,
-                due=jobset.created_at,
+                spec=pool_spec(jobset, index, settings, capacity), jobset=jobset.key,
+                slice_index=index, due=jobset.created_at,
                 reason=f"slice {index + 1}/{jobset.slices} of {jobset.key} has no node pool"))
     return actions
+
+
+def _live_failures(observed: Observed,
+                   failures: Mapping[str, SliceFailure]) -> dict[str, SliceFailure]:
+    """The failure streaks still worth remembering: the JobSet still wants slices and
+    not all of them run yet."""
+    running = {(p.jobset_key, p.slice_index) for p in observed.pools
+               if p.managed and p.status == "RUNNING"}
+    jobsets = {j.key: j for j in observed.jobsets}
+    kept: dict[str, SliceFailure] = {}
+    for key, failure in failures.items():
+        jobset = jobsets.get(key)
+        if jobset is None or not jobset.wants_slices:
+            continue
+        if all((key, i) in running for i in range(jobset.slices)):
+            continue
+        kept[key] = failure
+    return kept
+
+
+def _select(actions: list[Action], observed: Observed, settings: SliceConfig,
+            inflight: Collection[str]) -> tuple[Action, ...]:
+    """The actions to start now: in order, up to the free slots, one per pool."""
+    busy = set(inflight) | {p.name for p in observed.pools if p.managed and p.status in _BUSY}
+    slots = settings.max_concurrent_operations - len(busy)
+    chosen: list[Action] = []
+    for action in actions:
+        if len(chosen) >= slots:
+            break
+        if action.pool in busy:
+            continue
+        busy.add(action.pool)
+        chosen.append(action)
+    return tuple(chosen)
 
 
 def _why_idle(pool: PoolView, jobset: JobSetView | None) -> tuple[str, float | None] | None:
@@ -94,16 +161,21 @@ def _why_idle(pool: PoolView, jobset: JobSetView | None) -> tuple[str, float | N
 
 
 def plan_slices(observed: Observed, settings: SliceConfig, now: float,
-                idle_since: Mapping[str, float]) -> Plan:
+                idle_since: Mapping[str, float],
+                failures: Mapping[str, SliceFailure] | None = None,
+                inflight: Collection[str] = ()) -> Plan:
     """The plan for one reconcile run.
 
     ``idle_since`` remembers, from earlier runs, when a pool was first seen
-    unneeded for a reason that carries no timestamp of its own; the plan returns
-    the updated map.
+    unneeded for a reason that carries no timestamp of its own; ``failures`` the
+    JobSets whose last pool create failed; ``inflight`` the pools with an operation
+    started and not yet seen done. The plan returns the updated maps.
     """
     jobsets = {j.key: j for j in observed.jobsets}
-    actions: list[Action] = [] if settings.cleanup_only else _creates(observed, settings)
+    failures = _live_failures(observed, failures or {})
     waiting: list[str] = []
+    actions: list[Action] = [] if settings.cleanup_only else _creates(
+        observed, settings, now, failures, waiting)
     idle: dict[str, float] = {}
     for pool in sorted(observed.pools, key=lambda p: p.name):
         if not pool.managed or pool.status in _BUSY:
@@ -133,5 +205,7 @@ def plan_slices(observed: Observed, settings: SliceConfig, now: float,
         actions.append(DeletePool(pool.name, pool.jobset_key, due=due, reason=reason))
     # Deletes first: an idle slice costs money by the minute, and freeing it can free
     # quota for the next job; then the work that has waited longest.
-    actions.sort(key=lambda a: (a.kind != "delete", a.due, a.pool))
-    return Plan(actions=tuple(actions), waiting=tuple(waiting), idle_since=idle)
+    # A JobSet's slices stay adjacent, so they start together when the limit allows.
+    actions.sort(key=lambda a: (a.kind != "delete", a.due, a.jobset or "", a.pool))
+    return Plan(actions=tuple(actions), waiting=tuple(waiting), idle_since=idle,
+                start=_select(actions, observed, settings, inflight), failures=failures)

@@ -1,15 +1,20 @@
-"""One reconcile_slices run: observe, plan, start at most one GKE operation, record.
+"""One reconcile_slices run: observe, plan, start GKE operations, record.
 
-Never waits for GKE: an operation is started, recorded, and observed by a later
-run. While one is in flight (or GKE asked to back off) nothing new starts. GKE's
-"operation in progress" and quota answers set an exponential backoff instead of
-failing the run; an unreachable API raises TransientError so Pub/Sub redelivers.
+Never waits for GKE: operations are started, recorded, and observed by later runs.
+GKE runs node-pool operations on different pools in parallel, so a run starts up
+to ``slices.max_concurrent_operations`` (operations still in flight count), one
+per pool. GKE's "operation in progress" and quota answers set a cluster-wide
+exponential backoff instead of failing the run; a create that GKE refuses or whose
+operation ends in an error (a stockout, say) sets a backoff for that JobSet alone,
+reported on the JobSet. An unreachable API raises TransientError so Pub/Sub
+redelivers.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from shared import gke
 from shared.config import AccelopsConfig, Settings, load_config_or_retry
@@ -23,10 +28,11 @@ from shared.errors import (
 )
 from shared.kube import JOBSETS, NODES, PODS, KubeClient, get_client
 from shared.log import get_logger
-from shared.slices.model import Action, CreatePool, Observed, Plan
+from shared.slices.model import Action, CreatePool, Observed, Plan, SliceFailure
 from shared.slices.observe import JOBSET_NAME_LABEL, NODEPOOL_LABEL, build_observed
 from shared.slices.plan import plan_slices
 from shared.slices.record import SliceRecord, load_record, save_record
+from shared.slices.surface import clear_failure, report_failure
 
 __all__ = ["ReconcileReport", "observe", "reconcile"]
 
@@ -41,17 +47,17 @@ STALE_INTENT_SECONDS = 120.0
 class ReconcileReport:
     plan: Plan
     observed: Observed
-    started: Action | None = None
-    operation: str | None = None
-    blocked: str | None = None  # why nothing was started although the plan had actions
+    started: tuple[tuple[Action, str], ...] = ()  # (action, operation name)
+    blocked: str | None = None  # why (more) was not started although the plan had actions
+    failed: tuple[str, ...] = ()  # JobSets whose pool create failed, seen in this run
 
     def summary(self) -> str:
-        if self.started is not None:
-            return (f"started {self.started.kind} of node pool {self.started.pool} "
-                    f"({self.started.reason}); operation {self.operation}")
+        parts = [f"started {action.kind} of node pool {action.pool} ({action.reason}); "
+                 f"operation {operation}" for action, operation in self.started]
         if self.blocked:
-            return f"nothing started: {self.blocked}"
-        return "nothing to do"
+            parts.append(f"{'nothing' if not self.started else 'nothing more'} started: "
+                         f"{self.blocked}")
+        return "; ".join(parts) or "nothing to do"
 
 
 def observe(kube: KubeClient, settings: Settings, config: AccelopsConfig) -> Observed:
@@ -63,27 +69,56 @@ def observe(kube: KubeClient, settings: Settings, config: AccelopsConfig) -> Obs
     return build_observed(jobsets, pods, nodes, pools, config.slices)
 
 
-def _check_inflight(record: SliceRecord, settings: Settings, now: float) -> str | None:
-    """Update the record from the operation in flight; returns why to wait, if we must."""
-    inflight = record.inflight
-    if inflight is None:
-        return None
-    name = inflight.get("operation")
-    if not name:
-        if now - float(inflight.get("started", 0)) < STALE_INTENT_SECONDS:
-            return f"another run is starting the {inflight['action']} of {inflight['pool']}"
-        record.inflight = None
-        return None
-    operation = gke.get_operation(settings, name)
-    if not operation.done:
-        return (f"operation {name} ({inflight['action']} of node pool {inflight['pool']}) "
-                f"is {operation.status.lower()}")
-    outcome = f"failed: {operation.error}" if operation.error else "done"
-    log.info(f"{inflight['action']} of node pool {inflight['pool']} {outcome}",
-             operation=name, pool=inflight["pool"], jobset=inflight.get("jobset"))
-    record.remember({**inflight, "finished": now, "result": outcome})
-    record.inflight = None
-    return None
+def _delay(attempts: int, config: AccelopsConfig) -> float:
+    return float(min(config.slices.backoff_initial_seconds * 2 ** (attempts - 1),
+                     config.slices.backoff_max_seconds))
+
+
+def _fail_create(record: SliceRecord, config: AccelopsConfig, now: float, jobset: str,
+                 pool: str, capacity: str, reason: str) -> SliceFailure:
+    """Count a failed create against its JobSet: its next attempt waits, doubling."""
+    previous = record.failure_views().get(jobset)
+    attempts = (previous.attempts if previous else 0) + 1
+    failure = SliceFailure(attempts=attempts, next_attempt=now + _delay(attempts, config),
+                           reason=reason, capacity=capacity, pool=pool)
+    record.failures = {**record.failures, jobset: dict(failure.as_dict())}
+    log.warning(f"creating node pool {pool} for {jobset} failed (attempt {attempts}, "
+                f"{capacity}); next attempt in {failure.next_attempt - now:.0f}s: {reason}",
+                pool=pool, jobset=jobset, attempts=attempts)
+    return failure
+
+
+def _check_operations(record: SliceRecord, settings: Settings, config: AccelopsConfig,
+                      now: float) -> tuple[str | None, dict[str, SliceFailure]]:
+    """Update the record from the operations in flight.
+
+    Returns why this run must not act at all (another run is starting operations),
+    and the JobSets whose create ended in an error just now.
+    """
+    still: list[dict[str, Any]] = []
+    busy_run: str | None = None
+    failed: dict[str, SliceFailure] = {}
+    for inflight in record.operations:
+        name = inflight.get("operation")
+        if not name:
+            if now - float(inflight.get("started", 0)) < STALE_INTENT_SECONDS:
+                busy_run = f"another run is starting the {inflight['action']} of {inflight['pool']}"
+                still.append(inflight)
+            continue
+        operation = gke.get_operation(settings, name)
+        if not operation.done:
+            still.append(inflight)
+            continue
+        outcome = f"failed: {operation.error}" if operation.error else "done"
+        log.info(f"{inflight['action']} of node pool {inflight['pool']} {outcome}",
+                 operation=name, pool=inflight["pool"], jobset=inflight.get("jobset"))
+        record.remember({**inflight, "finished": now, "result": outcome})
+        if operation.error and inflight["action"] == "create" and inflight.get("jobset"):
+            failed[inflight["jobset"]] = _fail_create(
+                record, config, now, inflight["jobset"], inflight["pool"],
+                str(inflight.get("capacity") or ""), operation.error)
+    record.operations = still
+    return busy_run, failed
 
 
 def _save_quietly(kube: KubeClient, namespace: str, record: SliceRecord) -> None:
@@ -99,11 +134,10 @@ def _save_quietly(kube: KubeClient, namespace: str, record: SliceRecord) -> None
 
 def _backoff(record: SliceRecord, config: AccelopsConfig, now: float, reason: str) -> None:
     record.backoff_attempts += 1
-    delay = min(config.slices.backoff_initial_seconds * 2 ** (record.backoff_attempts - 1),
-                config.slices.backoff_max_seconds)
+    delay = _delay(record.backoff_attempts, config)
     record.backoff_until = now + delay
     record.backoff_reason = reason
-    log.warning(f"GKE is busy; next attempt in {delay}s: {reason}",
+    log.warning(f"GKE is busy; next attempt in {delay:.0f}s: {reason}",
                 attempts=record.backoff_attempts)
 
 
@@ -111,6 +145,15 @@ def _start(action: Action, settings: Settings) -> str:
     if isinstance(action, CreatePool):
         return gke.create_node_pool(settings, action.spec)
     return gke.delete_node_pool(settings, action.pool)
+
+
+def _capacity(action: Action) -> str | None:
+    if not isinstance(action, CreatePool):
+        return None
+    spec = action.spec
+    if spec.reservation:
+        return f"reservation/{spec.reservation}"
+    return "spot" if spec.spot else "on-demand"
 
 
 def reconcile(settings: Settings | None = None, *, dry_run: bool = False,
@@ -128,63 +171,97 @@ def reconcile(settings: Settings | None = None, *, dry_run: bool = False,
         # The cluster's clock, not this machine's: grace periods are measured
         # against timestamps the cluster wrote.
         now = kube.server_time() or time.time()
-    waiting_on = _check_inflight(record, settings, now)
+    waiting_on, failed = _check_operations(record, settings, config, now)
     observed = observe(kube, settings, config)
-    plan = plan_slices(observed, config.slices, now, record.idle_since)
+    known_failures = set(record.failures)
+    plan = plan_slices(observed, config.slices, now, record.idle_since,
+                       record.failure_views(),
+                       inflight={op["pool"] for op in record.operations})
     record.idle_since = dict(plan.idle_since)
+    record.set_failures(plan.failures)
     if dry_run:
-        return ReconcileReport(plan, observed, blocked="dry run" if plan.actions else None)
-    if not plan.actions:
-        _save_quietly(kube, namespace, record)
-        return ReconcileReport(plan, observed)
-    if waiting_on is None and now < record.backoff_until:
+        return ReconcileReport(plan, observed, blocked="dry run" if plan.start else None,
+                               failed=tuple(failed))
+    for jobset, failure in failed.items():
+        report_failure(kube, jobset, failure, now)
+    existing = {j.key for j in observed.jobsets}
+    for jobset in sorted((known_failures - set(plan.failures)) & existing):
+        clear_failure(kube, jobset)
+    if waiting_on is None and plan.start and now < record.backoff_until:
         until = time.strftime("%H:%M:%S", time.gmtime(record.backoff_until))
         waiting_on = f"backing off until {until} UTC after: {record.backoff_reason}"
-    if waiting_on is not None:
+    if not plan.start or waiting_on is not None:
         _save_quietly(kube, namespace, record)
-        return ReconcileReport(plan, observed, blocked=waiting_on)
-    return _act(plan, observed, record, kube, settings, config, now)
+        if plan.actions and waiting_on is None:
+            waiting_on = (f"{len(record.operations)} operation(s) in flight; "
+                          f"limit {config.slices.max_concurrent_operations}")
+        return ReconcileReport(plan, observed, blocked=waiting_on if plan.actions else None,
+                               failed=tuple(failed))
+    return _act(plan, observed, record, kube, settings, config, now, tuple(failed))
 
 
 def _act(plan: Plan, observed: Observed, record: SliceRecord, kube: KubeClient,
-         settings: Settings, config: AccelopsConfig, now: float) -> ReconcileReport:
+         settings: Settings, config: AccelopsConfig, now: float,
+         failed: tuple[str, ...]) -> ReconcileReport:
     namespace = config.slices.state_namespace
-    action = plan.actions[0]
-    record.inflight = {"action": action.kind, "pool": action.pool, "jobset": action.jobset,
-                       "reason": action.reason, "started": now, "operation": None}
+    intents = {action.pool: {"action": action.kind, "pool": action.pool,
+                             "jobset": action.jobset, "reason": action.reason,
+                             "capacity": _capacity(action), "started": now, "operation": None}
+               for action in plan.start}
+    settled = list(record.operations)
+    record.operations = [*settled, *intents.values()]
     try:
         save_record(kube, namespace, record)  # the lock: a concurrent run gets 409 here
     except ConflictError:
-        return ReconcileReport(plan, observed, blocked="a concurrent run is acting")
-    try:
-        operation = _start(action, settings)
-    except (OperationInProgressError, RateLimitedError) as exc:
-        record.inflight = None
-        _backoff(record, config, now, exc.message)
-        _save_quietly(kube, namespace, record)
-        return ReconcileReport(plan, observed, blocked=f"GKE is busy: {exc.message}")
-    except (ConflictError, NotFoundError) as exc:
-        # The pool exists already (create) or is gone already (delete): nothing to do.
-        record.inflight = None
-        _save_quietly(kube, namespace, record)
-        return ReconcileReport(plan, observed, blocked=exc.message)
-    except PermanentError as exc:
-        record.inflight = None
-        log.error(f"GKE refused the {action.kind} of node pool {action.pool}: {exc.message}",
-                  pool=action.pool, jobset=action.jobset)
-        _backoff(record, config, now, exc.message)
-        _save_quietly(kube, namespace, record)
-        return ReconcileReport(plan, observed, blocked=f"GKE refused: {exc.message}")
-    except TransientError:
-        record.inflight = None
-        _save_quietly(kube, namespace, record)
-        raise
-    record.inflight = {**record.inflight, "operation": operation}
-    record.backoff_attempts, record.backoff_until, record.backoff_reason = 0, 0.0, ""
-    record.remember(dict(record.inflight))
+        return ReconcileReport(plan, observed, blocked="a concurrent run is acting",
+                               failed=failed)
+    started: list[tuple[Action, str]] = []
+    blocked: str | None = None
+    busy = False
+
+    def keep_started() -> None:
+        record.operations = [*settled, *(intents[a.pool] for a, _ in started)]
+
+    for action in plan.start:
+        try:
+            operation = _start(action, settings)
+        except (OperationInProgressError, RateLimitedError) as exc:
+            # Cluster-wide: an upgrade holds the cluster or the limit is reached; the
+            # rest of this run's operations would get the same answer.
+            _backoff(record, config, now, exc.message)
+            busy, blocked = True, f"GKE is busy: {exc.message}"
+            break
+        except (ConflictError, NotFoundError) as exc:
+            # The pool exists already (create) or is gone already (delete): nothing to do.
+            blocked = exc.message
+            continue
+        except PermanentError as exc:
+            log.error(f"GKE refused the {action.kind} of node pool {action.pool}: "
+                      f"{exc.message}", pool=action.pool, jobset=action.jobset)
+            blocked = f"GKE refused: {exc.message}"
+            if isinstance(action, CreatePool):
+                # This JobSet's request (shape, reservation) is refused: it backs off
+                # alone, the other JobSets go on.
+                failure = _fail_create(record, config, now, action.jobset, action.pool,
+                                       _capacity(action) or "", exc.message)
+                report_failure(kube, action.jobset, failure, now)
+                failed = (*failed, action.jobset)
+                continue
+            _backoff(record, config, now, exc.message)
+            busy = True
+            break
+        except TransientError:
+            keep_started()
+            _save_quietly(kube, namespace, record)
+            raise
+        intents[action.pool]["operation"] = operation
+        started.append((action, operation))
+        record.remember(dict(intents[action.pool]))
+        log.info(f"started {action.kind} of node pool {action.pool}: {action.reason}",
+                 operation=operation, pool=action.pool, jobset=action.jobset)
+    keep_started()
+    if started and not busy:
+        record.backoff_attempts, record.backoff_until, record.backoff_reason = 0, 0.0, ""
     _save_quietly(kube, namespace, record)
-    log.info(f"started {action.kind} of node pool {action.pool}: {action.reason}",
-             operation=operation, pool=action.pool, jobset=action.jobset)
-    return ReconcileReport(plan, observed, started=action, operation=operation)
-
-
+    return ReconcileReport(plan, observed, started=tuple(started), blocked=blocked,
+                           failed=failed)

@@ -2,11 +2,18 @@
 
 Runs are short-lived and may overlap (a scheduler tick and a submit trigger at
 once), so the record is also the lock: before starting a GKE operation a run
-writes its intent with the ConfigMap's resourceVersion; a concurrent run's write
+writes its intents with the ConfigMap's resourceVersion; a concurrent run's write
 then fails with 409 and that run stops without acting. The record holds the
-operation in flight (observed on later runs, never waited for), the backoff after
-GKE said "busy" or "too many requests", when pools were first seen idle, and a
-short history of started operations.
+operations in flight (observed on later runs, never waited for), the cluster-wide
+backoff after GKE said "busy" or "too many requests", each JobSet's streak of
+failed pool creates with its next attempt time, when pools were first seen idle,
+and a short history of started operations.
+
+The per-JobSet failure streaks live here rather than only on the JobSets: this
+record is the one object reconcile_slices already reads and writes (under its
+lock) every run, so the planner gets them with no extra call, and a user editing
+or re-applying a JobSet cannot reset its backoff. The JobSet carries a copy (an
+annotation and an Event) for people to read.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from typing import Any
 
 from shared.errors import NotFoundError
 from shared.kube import KubeClient, Resource
+from shared.slices.model import SliceFailure
 
 __all__ = ["CONFIGMAPS", "RECORD_NAME", "SliceRecord", "load_record", "save_record"]
 
@@ -27,11 +35,14 @@ HISTORY_LENGTH = 50
 
 @dataclass
 class SliceRecord:
-    inflight: dict[str, Any] | None = None  # action, pool, jobset, started, operation
+    # Each: action, pool, jobset, reason, capacity, started, operation (None until
+    # GKE accepted it).
+    operations: list[dict[str, Any]] = field(default_factory=list)
     backoff_until: float = 0.0
     backoff_attempts: int = 0
     backoff_reason: str = ""
     idle_since: dict[str, float] = field(default_factory=dict)
+    failures: dict[str, dict[str, Any]] = field(default_factory=dict)  # jobset key -> streak
     history: list[dict[str, Any]] = field(default_factory=list)
     resource_version: str | None = None  # of the ConfigMap it was read from
     stored: dict[str, str] | None = None  # the data as last read or written
@@ -39,6 +50,12 @@ class SliceRecord:
     @property
     def changed(self) -> bool:
         return self.to_data() != self.stored
+
+    def failure_views(self) -> dict[str, SliceFailure]:
+        return {key: SliceFailure.from_dict(raw) for key, raw in self.failures.items()}
+
+    def set_failures(self, failures: dict[str, SliceFailure]) -> None:
+        self.failures = {key: dict(f.as_dict()) for key, f in failures.items()}
 
     def remember(self, entry: dict[str, Any]) -> None:
         self.history = [*self.history, entry][-HISTORY_LENGTH:]
@@ -57,6 +74,8 @@ def load_record(kube: KubeClient, namespace: str) -> SliceRecord:
     except NotFoundError:
         return SliceRecord()
     raw = json.loads((configmap.get("data") or {}).get("state.json") or "{}")
+    if raw.get("inflight"):  # written by a version that ran one operation at a time
+        raw.setdefault("operations", [raw["inflight"]])
     known = {k: v for k, v in raw.items() if k in SliceRecord.__dataclass_fields__}
     record = SliceRecord(**known)
     record.resource_version = configmap["metadata"].get("resourceVersion")

@@ -173,11 +173,11 @@ def main() -> int:
                   f"{figures['accelops_calls']:>6.0f}   {figures['naive_ms']:>8.1f}ms "
                   f"{figures['naive_calls']:>6.0f}")
     scenarios = {
-        # One job at a time: nothing else holds the cluster's single operation slot, so
+        # One job at a time: nothing else holds reconcile_slices' one operation slot, so
         # the figures are accelops' own latency (trigger, reconcile, grace period).
         "one job": [("v5litepod-16", 1, 600)],
-        # Jobs whose pool operations overlap: GKE runs one operation per cluster at a
-        # time, so slices also wait for each other's creates and deletes.
+        # Jobs whose pool operations overlap: reconcile_slices keeps one operation in
+        # flight per cluster, so slices also wait for each other's creates and deletes.
         "3 jobs, 4 slices": [("v5litepod-16", 2, 900), ("v4-32", 1, 600),
                              ("v5litepod-8", 1, 600)],
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -51,9 +52,14 @@ def test_each_function_did_only_what_its_identity_is_granted_and_used_every_rule
 
     from shared.config import Topics, load_config
     from shared.deployment.access import Probe, allowed_by_definition
-    from shared.kube import JOBSETS
+    from shared.kube import EVENTS, JOBSETS
     from tests.e2e.conftest import wait_for
 
+    # The first pool ends in ERROR (a stockout), so reconcile_slices also reports a
+    # failed create on the JobSet (annotation and Event) before creating it again.
+    request = urllib.request.Request(f"{sandbox.gke_url}/sandbox/v1/pool-error", data=b"{}",
+                                     method="POST", headers={"Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=10).close()
     publisher = pubsub.PublisherClient()
     data = (REQUESTS / "gemma-v4.json").read_bytes()
     publisher.publish(publisher.topic_path(PROJECT, Topics().job_requests), data).result(30)
@@ -62,6 +68,8 @@ def test_each_function_did_only_what_its_identity_is_granted_and_used_every_rule
     assert wait_for(lambda: kube.list(JOBSETS), timeout=60)
     assert wait_for(lambda: kube.find(Resource("", "v1", "configmaps"), "accelops-slices",
                                       "accelops-system"), timeout=60)
+    assert wait_for(lambda: [e for e in kube.list(EVENTS, "research")
+                             if e.get("reason") == "SliceCreateFailed"], timeout=60)
 
     config = load_config(str(sandbox.config))
     lines = [json.loads(line) for line in sandbox.access.access_log.read_text().splitlines()]

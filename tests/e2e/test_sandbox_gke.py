@@ -243,19 +243,6 @@ def test_operations_finish_on_their_own_when_the_simulated_clock_runs_fast(state
     assert state.operations()[0].status == "DONE"
 
 
-def test_a_second_mutation_while_an_operation_runs_fails_with_failed_precondition(gke):
-    first = gke.create_node_pool(parent=CLUSTER, node_pool=tpu_pool())
-
-    with pytest.raises(gexc.BadRequest) as excinfo:
-        gke.create_node_pool(parent=CLUSTER, node_pool=tpu_pool("slice-b"))
-
-    assert error_of(excinfo) == {
-        "code": 400, "status": "FAILED_PRECONDITION",
-        "message": f"Cluster is running incompatible operation {first.name}."}
-    with pytest.raises(gexc.NotFound):
-        gke.get_node_pool(name=pool_path("slice-b"))
-
-
 def test_another_cluster_is_not_blocked_by_a_running_operation(gke):
     gke.create_node_pool(parent=CLUSTER, node_pool=tpu_pool())
 

@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from shared.config import SliceConfig
 from shared.names import pool_name
-from shared.slices.model import CreatePool, DeletePool, JobSetView, Observed, PoolView
-from shared.slices.plan import plan_slices
+from shared.slices.model import (
+    CreatePool,
+    DeletePool,
+    JobSetView,
+    Observed,
+    PoolView,
+    SliceFailure,
+)
+from shared.slices.plan import next_capacity, plan_slices
 from shared.tpu import lookup
 
 NOW = 1_800_000_000.0
@@ -36,8 +45,17 @@ def pool(js: JobSetView, index: int, status: str = "RUNNING", nodes: int | None 
                     nodes=js.shape.vms if nodes is None else nodes, active_pods=active_pods)
 
 
-def plan(jobsets=(), pools=(), settings=SETTINGS, now=NOW, idle_since=None):
-    return plan_slices(Observed(tuple(jobsets), tuple(pools)), settings, now, idle_since or {})
+def plan(jobsets=(), pools=(), settings=SETTINGS, now=NOW, idle_since=None, failures=None,
+         inflight=()):
+    return plan_slices(Observed(tuple(jobsets), tuple(pools)), settings, now, idle_since or {},
+                       failures, inflight)
+
+
+def failed(js: JobSetView, attempts: int = 1, next_attempt: float = NOW + 60,
+           capacity: str = "on-demand") -> dict[str, SliceFailure]:
+    return {js.key: SliceFailure(attempts=attempts, next_attempt=next_attempt,
+                                 reason="GCE_STOCKOUT", capacity=capacity,
+                                 pool=pool_name(js.namespace, js.name, 0))}
 
 
 def test_an_admitted_multi_slice_jobset_gets_one_compact_pool_per_slice():
@@ -92,12 +110,101 @@ def test_a_restarted_jobset_keeps_its_pools_because_pool_names_are_stable():
     assert plan([restarted], [pool(js, 0)]).actions == ()
 
 
-def test_duplicate_triggers_plan_the_same_single_first_action():
+def test_duplicate_triggers_plan_the_same_actions():
     js = jobset(slices=3)
     first, second = plan([js]), plan([js])
 
     assert first == second
     assert first.actions[0].pool == pool_name("research", "llama", 0)
+
+
+def test_all_slices_of_a_multi_slice_jobset_start_in_the_same_run():
+    js = jobset(slices=4)
+    result = plan([js])
+
+    assert [a.slice_index for a in result.start] == [0, 1, 2, 3]
+
+
+def test_operations_in_flight_use_up_the_limit():
+    js = jobset(slices=4)
+    settings = SliceConfig(max_concurrent_operations=3)
+    provisioning = pool(js, 0, status="PROVISIONING", nodes=0)
+
+    result = plan([js], [provisioning], settings=settings, inflight={"elsewhere"})
+
+    assert [a.slice_index for a in result.start] == [1]
+    assert len(result.actions) == 3
+
+
+def test_a_pool_with_an_operation_in_flight_gets_no_second_one():
+    js = jobset(slices=1, finished_at=NOW - 500)
+    result = plan([js], [pool(js, 0)], inflight={pool(js, 0).name})
+
+    assert [a.kind for a in result.actions] == ["delete"]
+    assert result.start == ()
+
+
+def test_a_jobset_whose_create_failed_waits_for_its_backoff_and_its_error_pool_goes():
+    js = jobset(slices=1)
+    broken = pool(js, 0, status="ERROR", nodes=0)
+
+    result = plan([js], [broken], failures=failed(js))
+    after_delete = plan([js], [], failures=failed(js))
+    later = plan([js], [], failures=failed(js), now=NOW + 61)
+
+    assert [a.kind for a in result.start] == ["delete"]
+    assert after_delete.actions == ()
+    assert "GCE_STOCKOUT" in after_delete.waiting[0]
+    assert "next attempt in 60s" in after_delete.waiting[0]
+    assert after_delete.failures == failed(js)
+    assert [a.kind for a in later.start] == ["create"]
+
+
+def test_a_failing_jobset_does_not_hold_up_another():
+    stuck = jobset(name="stuck", slices=1, created_at=NOW - 600)
+    fresh = jobset(name="fresh", slices=1)
+
+    result = plan([stuck, fresh], failures=failed(stuck))
+
+    assert [a.jobset for a in result.start] == ["research/fresh"]
+
+
+def test_a_failure_is_forgotten_once_every_slice_runs_or_the_jobset_is_gone():
+    js = jobset(slices=2)
+    partly = plan([js], [pool(js, 0), pool(js, 1, status="PROVISIONING", nodes=0)],
+                  failures=failed(js))
+    running = plan([js], [pool(js, 0), pool(js, 1)], failures=failed(js))
+    gone = plan([], [], failures=failed(js))
+
+    assert partly.failures == failed(js)
+    assert running.failures == {}
+    assert gone.failures == {}
+
+
+def test_successive_attempts_follow_the_capacity_fallback_order():
+    settings = SliceConfig(reservation="tpu-res",
+                           capacity_fallback=("reservation", "on-demand", "spot"))
+    js = jobset(slices=1, capacity="reservation/tpu-res")
+
+    first = next_capacity(js, None, settings)
+    second = next_capacity(js, failed(js, capacity=first)[js.key], settings)
+    third = next_capacity(js, failed(js, capacity=second)[js.key], settings)
+    fourth = next_capacity(js, failed(js, capacity=third)[js.key], settings)
+
+    assert [first, second, third, fourth] == ["reservation/tpu-res", "on-demand", "spot", "spot"]
+    [create] = plan([js], settings=settings, now=NOW + 61,
+                    failures=failed(js, capacity="on-demand")).start
+    assert isinstance(create, CreatePool)
+    assert (create.spec.spot, create.spec.reservation) == (True, None)
+
+
+def test_a_jobset_whose_capacity_is_not_in_the_fallback_order_keeps_it():
+    settings = SliceConfig(capacity_fallback=("on-demand", "spot"))
+    js = jobset(slices=1, capacity="reservation/team-own")
+
+    assert next_capacity(js, failed(js, capacity="reservation/team-own")[js.key],
+                         settings) == "reservation/team-own"
+    assert next_capacity(jobset(slices=1), None, SliceConfig()) == "on-demand"
 
 
 def test_a_finished_jobset_pool_is_deleted_only_after_the_grace_period():
@@ -238,3 +345,54 @@ def test_every_planned_pool_name_is_a_valid_gke_name(state):
         assert len(action.pool) <= 40
         assert action.pool[0].isalpha()
         assert all(c.islower() or c.isdigit() or c == "-" for c in action.pool)
+
+
+@given(state=cluster_states(), limit=st.integers(1, 6),
+       inflight=st.sets(st.sampled_from([f"job-{i}" for i in range(4)]), max_size=3),
+       elapsed=st.floats(0, 100_000))
+def test_the_started_operations_respect_the_limit_the_pools_and_the_order(
+    state, limit, inflight, elapsed
+):
+    jobsets, pools = state
+    inflight = {pool_name("research", name, 0) for name in inflight}
+    settings = SliceConfig(max_concurrent_operations=limit, grace_period_seconds=0)
+    result = plan(jobsets, pools, settings=settings,
+                  idle_since={p.name: NOW - elapsed for p in pools}, inflight=inflight)
+
+    busy = inflight | {p.name for p in pools if p.status in ("PROVISIONING", "RECONCILING",
+                                                             "STOPPING")}
+    started = [a.pool for a in result.start]
+    # never more than the limit in flight
+    assert len(started) + len(busy) <= max(limit, len(busy))
+    assert len(started) <= max(0, limit - len(busy))
+    # never two operations on one pool
+    assert len(started) == len(set(started))
+    assert not set(started) & busy
+    # deletes before creates, and no create while a due delete is left unstarted
+    kinds = [a.kind for a in result.start]
+    assert kinds == sorted(kinds, key=lambda k: k != "delete")
+    left = [a for a in result.actions if a not in result.start]
+    if any(a.kind == "delete" and a.pool not in busy for a in left):
+        assert "create" not in kinds
+    # an action left out had no room or its pool is busy
+    if len(started) < limit - len(busy):
+        assert all(a.pool in busy for a in left)
+
+
+@given(state=cluster_states(), elapsed=st.floats(0, 1_000))
+def test_a_jobset_in_backoff_is_never_given_a_pool(state, elapsed):
+    jobsets, pools = state
+    failures = {j.key: SliceFailure(attempts=1, next_attempt=NOW + 1 + elapsed, reason="x",
+                                    capacity="on-demand", pool="p") for j in jobsets}
+    result = plan(jobsets, pools, failures=failures)
+
+    assert not [a for a in result.actions if isinstance(a, CreatePool)]
+
+
+def test_the_capacity_fallback_order_is_checked_when_the_config_loads():
+    with pytest.raises(ValidationError, match="capacity_fallback entry 'preemptible'"):
+        SliceConfig(capacity_fallback=("on-demand", "preemptible"))
+    with pytest.raises(ValidationError, match=r"slices\.reservation is not set"):
+        SliceConfig(capacity_fallback=("reservation", "spot"))
+    assert SliceConfig(reservation="r", capacity_fallback=("reservation", "spot")
+                       ).capacities() == ("reservation/r", "spot")
