@@ -27,6 +27,7 @@ from typing import Any
 
 from sandbox.httpserver import free_port, port_open
 from sandbox.identities import ClusterAccess, cluster_access
+from sandbox.logtail import log_tail
 from sandbox.topology import (
     ALL_PARTS,
     CLUSTER,
@@ -560,10 +561,7 @@ def _terminate(pid: int, timeout: float) -> None:
 
 
 def _tail(path: str, lines: int = 20) -> str:
-    try:
-        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-lines:])
-    except OSError:
-        return ""
+    return log_tail(path, lines)
 
 
 # -- the command -------------------------------------------------------------------------

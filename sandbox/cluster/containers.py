@@ -29,6 +29,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from sandbox.logtail import log_tail
+
 __all__ = ["ContainerProcess", "Launcher", "SubprocessContainer", "launcher_for"]
 
 _TAIL_BYTES = 64 * 1024
@@ -119,12 +121,4 @@ class SubprocessContainer:
             self._process.wait(timeout=10)
 
     def log_tail(self, lines: int = 20) -> str:
-        try:
-            with self.log_path.open("rb") as log:
-                end = log.seek(0, os.SEEK_END)
-                start = max(self._offset, end - _TAIL_BYTES)
-                log.seek(start)
-                text = log.read().decode("utf-8", errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.rstrip("\n").splitlines()[-lines:]) if lines > 0 else ""
+        return log_tail(self.log_path, lines, offset=self._offset, max_bytes=_TAIL_BYTES)

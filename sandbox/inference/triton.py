@@ -87,6 +87,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sandbox.inference import toy_lm
+from sandbox.logtail import log_tail
 
 __all__ = [
     "DEFAULT_MAX_BATCH_SIZE",
@@ -330,11 +331,7 @@ class ToyLmTriton:
         return self._triton is not None and bool(self._triton.is_alive())
 
     def log_tail(self, lines: int = 30) -> str:
-        try:
-            text = self.log_file.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+        return log_tail(self.log_file, lines)
 
     def stop(self) -> None:
         """Stop tritonserver (SIGINT, then kill after a grace period) and clean up."""

@@ -66,6 +66,7 @@ from typing import Any, TypeVar
 
 from sandbox.inference.triton import prepare_stub_environment
 from sandbox.inference.tritonargs import CONTAINER_PORTS, container_env, server_arguments
+from sandbox.logtail import log_tail
 
 __all__ = [
     "CONTAINER_PORTS",
@@ -286,14 +287,8 @@ class TritonProcess:
 
     def log_tail(self, lines: int = 20) -> str:
         """The last ``lines`` lines this run wrote to the pod's log."""
-        try:
-            with self.log_file.open("rb") as log:
-                size = log.seek(0, os.SEEK_END)
-                log.seek(max(self._log_offset, size - _LOG_TAIL_BYTES))
-                text = log.read().decode("utf-8", errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:]) if lines > 0 else ""
+        return log_tail(self.log_file, lines, offset=self._log_offset,
+                        max_bytes=_LOG_TAIL_BYTES)
 
 
 def _log_name(pod: Mapping[str, Any], container: Mapping[str, Any]) -> str:

@@ -60,6 +60,8 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from sandbox.logtail import log_tail
+
 __all__ = [
     "DEFAULT_EVENTS",
     "DEFAULT_OBJECT_PREFIX",
@@ -211,11 +213,7 @@ class FakeGcs:
             process.wait(timeout=_STOP_SECONDS)
 
     def log_tail(self, lines: int = 20) -> str:
-        try:
-            text = self.log_file.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
+        return log_tail(self.log_file, lines)
 
     def __enter__(self) -> FakeGcs:
         self.start().wait_ready()
