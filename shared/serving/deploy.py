@@ -23,6 +23,7 @@ Storage, the cluster or a concurrent writer raise and the event is redelivered.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -38,7 +39,7 @@ from shared.serving.manifest import MAX_MANIFEST_BYTES, DeployManifest, read_man
 from shared.serving.triton import release_id, release_prefix
 from shared.storage import ObjectInfo
 
-__all__ = ["DeployOutcome", "deploy_object", "reject", "supersede_active"]
+__all__ = ["DeployOutcome", "deploy_object", "reject", "start_rollout", "supersede_active"]
 
 log = get_logger("accelops.serving")
 
@@ -129,29 +130,42 @@ def supersede_active(ledger: Ledger, keep: str, now: float) -> None:
                           progress=f"replaced by {keep}")
 
 
+def start_rollout(kube: KubeClient, config: AccelopsConfig, ledger: Ledger, rollout: Rollout,
+                  act: Callable[[], None], progress: str) -> DeployOutcome | None:
+    """Record the rollout, ``act`` (write its snapshot, apply what serves it), then mark
+    it rolling out. Recorded before anything is written: a crash from there on leaves
+    a "starting" rollout that the redelivered event resumes. Returns the rejection
+    when ``act`` is refused — a source generation gone since it was checked, or
+    objects the API server refuses: nothing serves from such a release, so it is
+    refused, not left pending — else None."""
+    namespace = config.serving.namespace
+    supersede_active(ledger, rollout.id, rollout.started)
+    ledger.record(rollout, config.serving.history)
+    save_ledger(kube, namespace, ledger)
+    try:
+        act()
+    except PermanentError as exc:
+        return reject(kube, namespace, config, ledger, rollout, exc)
+    ledger.update(rollout.id, state="rolling-out", progress=progress)
+    save_ledger(kube, namespace, ledger)
+    return None
+
+
 def _start_triton(kube: KubeClient, config: AccelopsConfig, ledger: Ledger, rollout: Rollout,
                   manifest: DeployManifest, sources: dict[str, ObjectInfo], bucket: str,
                   prefix: str, pinned: bytes | None) -> DeployOutcome:
     from shared.serving.rollout import apply_release
 
-    namespace = config.serving.namespace
-    # Recorded before anything is written: a crash from here on leaves a "starting"
-    # rollout that the redelivered event resumes.
-    supersede_active(ledger, rollout.id, rollout.started)
-    ledger.record(rollout, config.serving.history)
-    save_ledger(kube, namespace, ledger)
-    try:
-        written = releases.copy_snapshot(manifest, sources, bucket, prefix, pinned)
+    def act() -> None:
+        releases.copy_snapshot(manifest, sources, bucket, prefix, pinned)
         apply_release(kube, rollout, config.serving)
-    except PermanentError as exc:
-        # A source generation gone since it was checked, or objects the API server
-        # refuses: nothing serves from this release, so it is refused, not left pending.
-        return reject(kube, namespace, config, ledger, rollout, exc)
-    ledger.update(rollout.id, state="rolling-out", progress="Deployment updated")
-    save_ledger(kube, namespace, ledger)
+
+    refused = start_rollout(kube, config, ledger, rollout, act, "Deployment updated")
+    if refused is not None:
+        return refused
     log.info(f"{manifest.model}: rolling out version {manifest.version} to "
              f"{manifest.target} from {rollout.release}", model=manifest.model,
-             version=manifest.version, release=rollout.id, copied=written)
+             version=manifest.version, release=rollout.id)
     _nudge(config)
     return DeployOutcome("started", f"rolling out {manifest.version} as {rollout.id}",
                          manifest.model, rollout.id)

@@ -112,9 +112,9 @@ class Ledger(BaseModel):
 
     def latest_generation(self) -> int:
         """The newest manifest generation handled for this model (Cloud Storage
-        generations are microsecond timestamps, so this orders uploads of any version)."""
-        return max([self.newest_upload, *(r.generation for r in self.rollouts
-                                          if r.kind == "upload")])
+        generations are microsecond timestamps, so this orders uploads of any version);
+        ``record`` keeps it."""
+        return self.newest_upload
 
     def record(self, rollout: Rollout, history: int) -> None:
         """Add or replace a rollout (by id), keeping at most ``history`` — never

@@ -33,8 +33,8 @@ from shared.config import AccelopsConfig
 from shared.errors import ConfigError, PermanentError
 from shared.kube import JOBSETS, PODS, KubeClient
 from shared.log import get_logger
-from shared.serving.deploy import DeployOutcome, reject, supersede_active
-from shared.serving.ledger import Ledger, Rollout, save_ledger
+from shared.serving.deploy import DeployOutcome, start_rollout
+from shared.serving.ledger import Ledger, Rollout
 from shared.serving.manifest import DeployManifest
 from shared.serving.triton import snapshot_names
 from shared.storage import ObjectInfo
@@ -139,32 +139,31 @@ def start_saxml(kube: KubeClient, config: AccelopsConfig, ledger: Ledger, rollou
     from shared.serving.saxml import sax_model_name
 
     assert manifest.saxml is not None
-    namespace = config.serving.namespace
-    names = snapshot_names(prefix, manifest.model, manifest.version_number,
-                           [f.path for f in manifest.files])
-    checkpoint = names[next(f.path for f in manifest.files
-                            if f.path.startswith(manifest.saxml.checkpoint.rstrip("/") + "/"))]
-    checkpoint_dir = checkpoint[:checkpoint.index(manifest.saxml.checkpoint.rstrip("/"))] + \
-        manifest.saxml.checkpoint.rstrip("/")
+    # The checkpoint directory in the snapshot: where one of its files is copied,
+    # less that file's path below the version directory.
+    checkpoint = manifest.saxml.checkpoint.rstrip("/")
+    inside = next(f.path for f in manifest.files if f.path.startswith(checkpoint + "/"))
+    copied = snapshot_names(prefix, manifest.model, manifest.version_number, [inside])[inside]
+    checkpoint_dir = copied[:-len(inside)] + checkpoint
     rollout = rollout.model_copy(update={
         "serving": sax_model_name(config.serving.saxml_cell, manifest.target, manifest.version),
         "spec": {**rollout.spec, "checkpoint": f"gs://{bucket}/{checkpoint_dir}"}})
-    supersede_active(ledger, rollout.id, rollout.started)
-    ledger.record(rollout, config.serving.history)
-    save_ledger(kube, namespace, ledger)
-    try:
+    jobset_name = ""
+
+    def act() -> None:
+        nonlocal jobset_name
         releases.copy_snapshot(manifest, sources, bucket, prefix, None)
         jobset = model_server_jobset(config, rollout, _sax_root(kube, config))
+        jobset_name = jobset["metadata"]["name"]
         with contextlib.suppress(AlreadyExistsError):
             kube.create(JOBSETS, jobset)
-    except PermanentError as exc:
-        # Refused by the API server, or a source generation gone since it was checked.
-        return reject(kube, namespace, config, ledger, rollout, exc)
-    ledger.update(rollout.id, state="rolling-out", progress="waiting for the model servers' "
-                                                             "TPU slice")
-    save_ledger(kube, namespace, ledger)
+
+    refused = start_rollout(kube, config, ledger, rollout, act,
+                            "waiting for the model servers' TPU slice")
+    if refused is not None:
+        return refused
     log.info(f"{manifest.model}: Saxml version {manifest.version} requested its model "
-             f"servers ({jobset['metadata']['name']})", model=manifest.model)
+             f"servers ({jobset_name})", model=manifest.model)
     return DeployOutcome("started", f"model servers requested for {manifest.version}",
                          manifest.model, rollout.id)
 

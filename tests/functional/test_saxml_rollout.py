@@ -59,16 +59,17 @@ def app() -> Any:
                                           "cloudevent").test_client()
 
 
-def deploy(app: Any, env: dict[str, Any], version: str, files: dict[str, bytes]) -> str:
-    manifest = manifest_for("lm2b", version, files, server="saxml",
+def deploy(app: Any, env: dict[str, Any], version: str, files: dict[str, bytes],
+           model: str = "lm2b") -> str:
+    manifest = manifest_for(model, version, files, server="saxml",
                             accelerator={"tpu": "v5litepod-4"},
                             saxml={"model_path": "saxml.server.lm.params.lm_cloud.LmCloudSpmd2B",
                                    "checkpoint": "checkpoint"})
-    upload = upload_version(env["bucket"], "lm2b", version, files, server="saxml",
+    upload = upload_version(env["bucket"], model, version, files, server="saxml",
                             manifest=manifest)
     envelope = notification_envelope(upload.bucket, upload.name, upload.generation)
     assert app.post("/", json=envelope).status_code == 200
-    return load_ledger(env["kube"], NAMESPACE, "lm2b").rollouts[-1].id
+    return load_ledger(env["kube"], NAMESPACE, model).rollouts[-1].id
 
 
 def ticks_until(done: Any, ticks: int = 20) -> bool:
@@ -185,3 +186,13 @@ def test_an_unreachable_proxy_makes_the_tick_retry_and_changes_nothing(
 
     ledger = load_ledger(serving_env["kube"], NAMESPACE, "lm2b")
     assert ledger.find(v1).state == "rolling-out"
+
+
+def test_the_checkpoint_is_the_snapshots_directory_even_when_the_model_name_contains_it(
+        app, serving_env, proxy):
+    rollout = deploy(app, serving_env, "v1", CHECKPOINT, model="checkpoint-lm")
+
+    ledger = load_ledger(serving_env["kube"], NAMESPACE, "checkpoint-lm")
+    assert ledger.find(rollout).spec["checkpoint"] == (
+        f"gs://{serving_env['bucket'].name}/releases/checkpoint-lm/{rollout}/"
+        f"checkpoint-lm/1/checkpoint")
