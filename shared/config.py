@@ -205,6 +205,8 @@ class MetricsConfig(BaseModel):
     rejections_table: Annotated[str, Field(pattern=_BQ_ID)] = "rejections"
     # One row per test and phase: what the load generator was asked to do.
     runs_table: Annotated[str, Field(pattern=_BQ_ID)] = "test_runs"
+    # One row per action pool_schedule took (or declined) on a node pool.
+    pool_actions_table: Annotated[str, Field(pattern=_BQ_ID)] = "pool_actions"
     location: str = "US"
     # Partitions older than this are dropped by BigQuery; None keeps them forever.
     partition_expiration_days: Annotated[int, Field(ge=1)] | None = None
