@@ -18,8 +18,8 @@ from shared.entry_errors import install
 if TYPE_CHECKING:
     from cloudevents.http import CloudEvent
 
-__all__ = ["deploy_model", "ingest_metrics", "reconcile_models", "reconcile_slices",
-           "submit_job"]
+__all__ = ["deploy_model", "ingest_metrics", "pool_schedule", "reconcile_models",
+           "reconcile_slices", "submit_job"]
 
 # A request that cannot be read as an event answers 400 with its reason, not 500.
 install(functions_framework.errorhandler, functions_framework.crash_handler, __name__)
@@ -73,3 +73,13 @@ def reconcile_models(cloud_event: CloudEvent) -> None:
     from shared.serving.reconcile import reconcile_on_message
 
     handle_pubsub(cloud_event, reconcile_on_message, "reconcile_models")
+
+
+@functions_framework.cloud_event
+def pool_schedule(cloud_event: CloudEvent) -> None:
+    """A scheduler tick → scheduled node pools removed off-hours (scaled to zero, or
+    deleted with their spec saved) and restored before on-hours."""
+    from shared.handler import handle_pubsub
+    from shared.schedule.trigger import schedule_on_message
+
+    handle_pubsub(cloud_event, schedule_on_message, "pool_schedule")

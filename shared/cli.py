@@ -323,10 +323,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.set_defaults(func=cmd_demo)
 
     from shared.deployment.cli import add_commands
+    from shared.schedule.cli import add_commands as add_schedule_commands
     from shared.serving.cli import add_commands as add_model_commands
 
     add_commands(sub)
     add_model_commands(sub)
+    add_schedule_commands(sub)
     return parser
 
 

@@ -2,13 +2,14 @@
 
 Creating a Google or Kubernetes client costs imports, credential lookup and a
 connection; warm invocations reuse the one made by the first. The key is whatever
-the client was built from (endpoint, project, cluster): when it changes (tests
-switching endpoints, a different cluster) the client is built again.
+the client was built from (endpoint, project, cluster): a new key (tests switching
+endpoints, another cluster) gets its own client.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
@@ -18,22 +19,30 @@ T = TypeVar("T")
 
 
 class ClientCache(Generic[T]):
-    """A lazily built, thread-safe client remembered with the key it was built for."""
+    """Lazily built, thread-safe clients remembered with the key each was built for.
 
-    def __init__(self) -> None:
+    A few keys are kept (one process may talk to several clusters); past
+    ``max_entries`` the least recently used client is dropped.
+    """
+
+    def __init__(self, max_entries: int = 16) -> None:
         self._lock = threading.Lock()
-        self._client: T | None = None
-        self._key: Hashable = None
+        self._clients: OrderedDict[Hashable, T] = OrderedDict()
+        self._max = max_entries
 
     def get(self, key: Hashable, build: Callable[[], T]) -> T:
-        """The cached client if it was built for ``key``, else ``build()``'s."""
+        """The client built for ``key``, else ``build()``'s (then kept)."""
         with self._lock:
-            if self._client is None or self._key != key:
-                self._client = build()
-                self._key = key
-            return self._client
+            if key in self._clients:
+                self._clients.move_to_end(key)
+                return self._clients[key]
+            client = build()
+            self._clients[key] = client
+            while len(self._clients) > self._max:
+                self._clients.popitem(last=False)
+            return client
 
     def reset(self) -> None:
-        """Forget the client (tests that switch endpoints)."""
+        """Forget every client (tests that switch endpoints)."""
         with self._lock:
-            self._client, self._key = None, None
+            self._clients.clear()

@@ -23,6 +23,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from shared.errors import ConfigError, PermanentError
+from shared.schedule.spec import PoolScheduleConfig, Schedule, check_schedule_names
 
 __all__ = [
     "AccelopsConfig",
@@ -132,6 +133,8 @@ class Topics(BaseModel):
     model_uploads: str = "model-uploads"
     # Ticks (and nudges from deploy_model) that make reconcile_models observe rollouts.
     model_rollouts: str = "model-rollouts"
+    # Cloud Scheduler ticks that make pool_schedule apply the off-hours schedules.
+    pool_schedule: str = "pool-schedule"
 
 
 class SliceConfig(BaseModel):
@@ -254,6 +257,14 @@ class AccelopsConfig(BaseModel):
     slices: SliceConfig = Field(default_factory=SliceConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     serving: ServingConfig = Field(default_factory=ServingConfig)
+    pool_schedule: PoolScheduleConfig = Field(default_factory=PoolScheduleConfig)
+    # Off-hours schedules by name (shared/schedule/spec.py); pools opt in by label.
+    schedules: dict[str, Schedule] = Field(default_factory=dict)
+
+    @field_validator("schedules")
+    @classmethod
+    def _schedule_names(cls, value: dict[str, Schedule]) -> dict[str, Schedule]:
+        return check_schedule_names(value)
 
 
 # Errors listed in one message; the rest are counted (a request with hundreds of

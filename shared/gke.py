@@ -42,9 +42,13 @@ __all__ = [
     "cluster_endpoint",
     "container_client",
     "create_node_pool",
+    "create_node_pool_from_spec",
     "delete_node_pool",
     "get_operation",
+    "list_node_pool_specs",
     "list_node_pools",
+    "set_node_pool_autoscaling",
+    "set_node_pool_size",
 ]
 
 API_TIMEOUT = 30.0
@@ -186,6 +190,49 @@ def list_node_pools(settings: Settings) -> list[NodePoolInfo]:
                      node_count=int(pool.initial_node_count))
         for pool in response.node_pools
     ]
+
+
+def list_node_pool_specs(settings: Settings) -> list[dict[str, Any]]:
+    """Every node pool of the cluster as a whole NodePool (snake_case fields, enum
+    names, default values left out): what can be saved and created again."""
+    from google.cloud import container_v1
+
+    parent = _cluster_path(settings)
+    response = _call(f"list node pools of {parent}",
+                     container_client(settings).list_node_pools, parent=parent)
+    return [container_v1.NodePool.to_dict(pool, use_integers_for_enums=False,
+                                          always_print_fields_with_no_presence=False)
+            for pool in response.node_pools]
+
+
+def create_node_pool_from_spec(settings: Settings, spec: dict[str, Any]) -> str:
+    """Start creating a pool from a NodePool as :func:`list_node_pool_specs` gave it
+    (without output-only fields); returns the operation name."""
+    from google.cloud import container_v1
+
+    parent = _cluster_path(settings)
+    operation = _call(f"create node pool {spec.get('name')}",
+                      container_client(settings).create_node_pool, parent=parent,
+                      node_pool=container_v1.NodePool(spec))
+    return str(operation.name)
+
+
+def set_node_pool_size(settings: Settings, name: str, nodes_per_zone: int) -> str:
+    """Start resizing the pool to ``nodes_per_zone`` nodes in each of its zones."""
+    path = f"{_cluster_path(settings)}/nodePools/{name}"
+    operation = _call(f"resize node pool {name}", container_client(settings).set_node_pool_size,
+                      request={"name": path, "node_count": nodes_per_zone})
+    return str(operation.name)
+
+
+def set_node_pool_autoscaling(settings: Settings, name: str,
+                              autoscaling: dict[str, Any]) -> str:
+    """Start changing the pool's autoscaling (NodePoolAutoscaling fields, snake_case)."""
+    path = f"{_cluster_path(settings)}/nodePools/{name}"
+    operation = _call(f"set autoscaling of node pool {name}",
+                      container_client(settings).set_node_pool_autoscaling,
+                      request={"name": path, "autoscaling": autoscaling})
+    return str(operation.name)
 
 
 def create_node_pool(settings: Settings, spec: PoolSpec) -> str:

@@ -59,6 +59,7 @@ __all__ = [
     "REPLICA_SETS",
     "SERVICES",
     "SUBJECT_ACCESS_REVIEWS",
+    "WORKLOADS",
     "KubeClient",
     "Resource",
     "get_client",
@@ -107,6 +108,7 @@ REPLICA_SETS = Resource("apps", "v1", "replicasets")
 HORIZONTAL_POD_AUTOSCALERS = Resource("autoscaling", "v2", "horizontalpodautoscalers")
 # Google Cloud Managed Service for Prometheus scrape configuration.
 POD_MONITORINGS = Resource("monitoring.googleapis.com", "v1", "podmonitorings")
+WORKLOADS = Resource("kueue.x-k8s.io", "v1beta1", "workloads")
 SUBJECT_ACCESS_REVIEWS = Resource("authorization.k8s.io", "v1", "subjectaccessreviews",
                                   namespaced=False)
 
@@ -143,8 +145,11 @@ class KubeClient:
             return None
 
     def list(self, resource: Resource, namespace: str | None = None, *,
-             label_selector: str | None = None) -> builtins.list[dict[str, Any]]:
+             label_selector: str | None = None,
+             field_selector: str | None = None) -> builtins.list[dict[str, Any]]:
         query = [("labelSelector", label_selector)] if label_selector else []
+        if field_selector:
+            query.append(("fieldSelector", field_selector))
         body = self._request("GET", resource.path(namespace), query=query)
         items: builtins.list[dict[str, Any]] = body.get("items") or []
         return items

@@ -89,6 +89,12 @@ CUSTOM_ROLES: tuple[CustomRole, ...] = (
         ("container.clusters.get", "container.clusters.update",
          "container.operations.get", "container.operations.list"),
     ),
+    CustomRole(
+        "accelopsPoolScheduler", "accelops pool scheduler",
+        "List node pools, resize them, change their autoscaling, delete and recreate them; "
+        "no other cluster change, and it never follows operations.",
+        ("container.clusters.get", "container.clusters.update"),
+    ),
 )
 
 FUNCTIONS: tuple[Function, ...] = (
@@ -155,6 +161,43 @@ FUNCTIONS: tuple[Function, ...] = (
             KubeRule("", ("events",), ("create",), "team_namespaces",
                      "a Warning Event on a JobSet whose pool create failed "
                      "(shared/slices/surface.py)"),
+        ),
+    ),
+    Function(
+        name="pool_schedule",
+        description="A scheduler tick: scheduled node pools are scaled to zero or deleted "
+                    "(spec saved) off-hours, and restored before on-hours.",
+        trigger_topic=_T.pool_schedule,
+        dead_letter_topic=f"{_T.pool_schedule}-dead-letter",
+        # Ticks come every five minutes and each is level-triggered: a failed one is
+        # caught up by the next, so few attempts and a short backoff.
+        retry=Retry(ack_deadline_seconds=120, minimum_backoff_seconds=10,
+                    maximum_backoff_seconds=60, max_delivery_attempts=5),
+        memory="512Mi", timeout_seconds=120, concurrency=1, max_instances=1,
+        env=_CLUSTER_ENV,
+        publishes_to=(_T.loadtest_metrics,),
+        grants=(
+            Grant("accelopsPoolScheduler", "project",
+                  "list node pools, resize them, set their autoscaling, delete and "
+                  "recreate them (shared/gke.py, shared/schedule/tick.py); discover "
+                  "the endpoints of pool_schedule.clusters"),
+            Grant("roles/iam.serviceAccountUser", "node_service_account",
+                  "recreate a deleted pool that runs as slices.node_service_account "
+                  "(only when one is configured)"),
+            _READ_CONFIG,
+        ),
+        kube_rules=(
+            KubeRule("", ("nodes",), ("list",), "cluster",
+                     "how many nodes each pool has (shared/schedule/observe.py)"),
+            KubeRule("", ("pods",), ("list",), "cluster",
+                     "whether pods run on a pool (shared/schedule/observe.py)"),
+            KubeRule("kueue.x-k8s.io", ("workloads",), ("list",), "cluster",
+                     "whether an admitted workload waits for a pool "
+                     "(shared/schedule/observe.py)"),
+            KubeRule("", ("configmaps",), ("list", "get", "create", "patch", "delete"),
+                     "state_namespace",
+                     "the saved spec and size of each removed pool "
+                     "(shared/schedule/store.py)"),
         ),
     ),
     Function(
@@ -298,6 +341,12 @@ SCHEDULER_JOBS: tuple[SchedulerJob, ...] = (
         name="reconcile-slices-every-minute", every_minutes=1, topic=_T.slices_reconcile,
         description="The level-triggered reconcile of TPU node pools: catches every "
                     "change a missed trigger would have announced.",
+        attributes={"trigger": "schedule"},
+    ),
+    SchedulerJob(
+        name="pool-schedule-every-5-minutes", every_minutes=5, topic=_T.pool_schedule,
+        description="Applies the off-hours schedules: each tick computes what every "
+                    "scheduled pool should be now, so a missed tick is caught up.",
         attributes={"trigger": "schedule"},
     ),
     SchedulerJob(
