@@ -307,7 +307,7 @@ class Sandbox:
                  "--cluster", CLUSTER,
                  "--pubsub-host", f"127.0.0.1:{pubsub_port}",
                  "--unschedulable-topic", UNSCHEDULABLE_TOPIC, *self.access.server_args(),
-                 *(f"--schedule={topic}={seconds:g}" for topic, seconds in SCHEDULES),
+                 *(f"--schedule={job.flag()}" for job in SCHEDULES),
                  *([f"--storage-url=http://127.0.0.1:{storage_port}"] if storage_port else [])],
                 str(logs / "cluster.log"), ports={"gke": gke_port})
         if storage_port is not None:

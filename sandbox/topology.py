@@ -10,9 +10,9 @@ of attempts in seconds instead of minutes.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
+from sandbox.scheduler import ScheduledJob
 from shared.config import Topics
 from shared.deployment import system
 from shared.deployment.model import Function, Retry
@@ -100,9 +100,11 @@ STORAGE_NOTIFICATIONS: tuple[tuple[str, str, str], ...] = tuple(
 MODELS_BUCKET = "accelops-models"
 GPU_POOL = ("gpu-l4", "g2-standard-8", "nvidia-l4", 1, 2)  # name, machine, GPU, per node, nodes
 
-# Cloud Scheduler jobs as (topic, simulated seconds between runs).
-SCHEDULES: tuple[tuple[str, float], ...] = tuple(
-    (job.topic, math.floor(job.every_minutes * 60.0)) for job in system.SCHEDULER_JOBS)
+# Cloud Scheduler jobs: the definition's cron, time zone, attributes and body, run
+# on the simulated clock (passed to the cluster process as --schedule flags).
+SCHEDULES: tuple[ScheduledJob, ...] = tuple(
+    ScheduledJob(job.topic, job.schedule, job.time_zone, dict(job.attributes), job.data)
+    for job in system.SCHEDULER_JOBS)
 # Where the cluster's FailedScheduling events go (the log sink's topic).
 UNSCHEDULABLE_TOPIC = system.LOG_SINKS[0].topic
 

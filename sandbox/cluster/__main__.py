@@ -10,6 +10,14 @@ due times stay in the past and future they were in.
 
 With ``--pubsub-host`` every newly unschedulable pod is published to
 ``--unschedulable-topic`` as the Cloud Logging entry a log sink would deliver.
+Each ``--schedule`` is a Cloud Scheduler job fired on the simulated clock at the
+times of a unix-cron schedule in an IANA time zone (:mod:`sandbox.scheduler`)::
+
+    --schedule='slices-reconcile|* * * * *|Etc/UTC|trigger=schedule'
+    --schedule='slices-reconcile|0 19 * * 1-5|Europe/Berlin|mode=cleanup-only'
+
+(``TOPIC|CRON|TIME_ZONE[|KEY=VALUE,...[|DATA]]``; the sandbox runner passes the
+deployment definition's jobs this way).
 
 With ``--storage-url`` (the Cloud Storage endpoint Triton reads ``gs://`` model
 repositories from) pods whose image contains ``tritonserver`` run a real
@@ -50,6 +58,13 @@ from sandbox.scheduler import ScheduledJob, Scheduler
 log = logging.getLogger("sandbox.cluster")
 
 
+def schedule_flag(value: str) -> ScheduledJob:
+    try:
+        return ScheduledJob.from_flag(value)
+    except ValueError as exc:  # argparse reports ArgumentTypeError's message as is
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="python -m sandbox.cluster",
@@ -71,9 +86,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--pubsub-host", help="host:port of the (sandbox) Pub/Sub endpoint")
     parser.add_argument("--unschedulable-topic",
                         help="topic receiving FailedScheduling log entries")
-    parser.add_argument("--schedule", action="append", default=[], metavar="TOPIC=SECONDS",
-                        help="publish a tick to TOPIC every SECONDS of simulated time "
-                             "(a Cloud Scheduler job); needs --pubsub-host; repeatable")
+    parser.add_argument("--schedule", action="append", default=[], type=schedule_flag,
+                        metavar="'TOPIC|CRON|TIME_ZONE[|KEY=VALUE,...[|DATA]]'",
+                        help="a Cloud Scheduler job: publish DATA (default {}) with the "
+                             "attributes to TOPIC at the times of the 5-field unix-cron "
+                             "CRON in the IANA TIME_ZONE, on the simulated clock; "
+                             "needs --pubsub-host; repeatable")
     parser.add_argument("--storage-url",
                         help="Cloud Storage endpoint URL: run tritonserver pods as real "
                              "processes reading their gs:// model repositories from it")
@@ -114,20 +132,15 @@ def save_clock(path: Path, clock: SimClock) -> None:
     os.replace(tmp, path)
 
 
-def start_scheduler(clock: SimClock, project: str, schedules: list[str]) -> Scheduler:
-    """Cloud Scheduler jobs publishing ticks to Pub/Sub on the simulated clock."""
+def start_scheduler(clock: SimClock, project: str, jobs: list[ScheduledJob]) -> Scheduler:
+    """Cloud Scheduler jobs publishing to Pub/Sub on the simulated clock."""
     from google.cloud import pubsub_v1  # type: ignore[attr-defined,unused-ignore]
 
     publisher = pubsub_v1.PublisherClient()
-    jobs = []
-    for item in schedules:
-        topic, _, seconds = item.partition("=")
-        jobs.append(ScheduledJob(name=f"tick-{topic}", every_seconds=float(seconds),
-                                 topic=publisher.topic_path(project, topic),
-                                 attributes={"trigger": "schedule"}))
 
     def publish(job: ScheduledJob) -> None:
-        publisher.publish(job.topic, job.data, **job.attributes).result(timeout=10)
+        publisher.publish(publisher.topic_path(project, job.topic), job.data.encode(),
+                          **job.attributes).result(timeout=10)
 
     return Scheduler(clock, jobs, publish).start()
 

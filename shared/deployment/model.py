@@ -8,6 +8,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
+from shared.deployment.cron import check_schedule, check_time_zone
+
 __all__ = [
     "CustomRole",
     "Function",
@@ -195,20 +197,31 @@ class WorkloadIdentity:
 
 @dataclass(frozen=True, slots=True)
 class SchedulerJob:
-    """A Cloud Scheduler job publishing to a topic. Only ``*/N`` minute schedules
-    are used, so the sandbox can run the same job as an interval."""
+    """A Cloud Scheduler job publishing to a topic at the times of ``schedule``, a
+    unix-cron string read in ``time_zone`` (an IANA name; Cloud Scheduler's default,
+    Etc/UTC, when not given). A fixed time in a zone with daylight saving time is
+    missing or doubled once a year: Cloud Scheduler only warns that such jobs may run
+    unexpectedly (and recommends UTC); the sandbox runs them as cron does
+    (``sandbox/cron.py``).
+
+    Both are checked here (``cron.py``): a schedule or zone Cloud Scheduler would
+    refuse raises ValueError naming it and the job.
+    """
 
     name: str
-    every_minutes: int
+    schedule: str
     topic: str
     description: str
     attributes: dict[str, str] = field(default_factory=dict)
     data: str = "{}"
     time_zone: str = "Etc/UTC"
 
-    @property
-    def schedule(self) -> str:
-        return "* * * * *" if self.every_minutes == 1 else f"*/{self.every_minutes} * * * *"
+    def __post_init__(self) -> None:
+        try:
+            check_schedule(self.schedule)
+            check_time_zone(self.time_zone)
+        except ValueError as exc:
+            raise ValueError(f"scheduler job {self.name}: {exc}") from None
 
 
 @dataclass(frozen=True, slots=True)

@@ -338,19 +338,19 @@ SERVICES: tuple[Service, ...] = (
 
 SCHEDULER_JOBS: tuple[SchedulerJob, ...] = (
     SchedulerJob(
-        name="reconcile-slices-every-minute", every_minutes=1, topic=_T.slices_reconcile,
+        name="reconcile-slices-every-minute", schedule="* * * * *", topic=_T.slices_reconcile,
         description="The level-triggered reconcile of TPU node pools: catches every "
                     "change a missed trigger would have announced.",
         attributes={"trigger": "schedule"},
     ),
     SchedulerJob(
-        name="pool-schedule-every-5-minutes", every_minutes=5, topic=_T.pool_schedule,
+        name="pool-schedule-every-5-minutes", schedule="*/5 * * * *", topic=_T.pool_schedule,
         description="Applies the off-hours schedules: each tick computes what every "
                     "scheduled pool should be now, so a missed tick is caught up.",
         attributes={"trigger": "schedule"},
     ),
     SchedulerJob(
-        name="reconcile-models-every-minute", every_minutes=1, topic=_T.model_rollouts,
+        name="reconcile-models-every-minute", schedule="* * * * *", topic=_T.model_rollouts,
         description="The level-triggered check of model rollouts: finishes or rolls back "
                     "each one even when no event announces its change.",
         attributes={"trigger": "schedule"},

@@ -143,13 +143,14 @@ def condition_of(obj: Any, kind: str) -> Any:
 class ClusterProcess:
     """``python -m sandbox.cluster`` with its printed URLs."""
 
-    def __init__(self, state_dir: Path, pubsub: PubSubServer, topic: str) -> None:
+    def __init__(self, state_dir: Path, pubsub: PubSubServer, topic: str,
+                 *extra: str) -> None:
         self.kubeconfig = state_dir / "kubeconfig"
         command = [sys.executable, "-m", "sandbox.cluster", "--kube-port", "0",
                    "--gke-port", "0", "--state-dir", str(state_dir), "--speed", "600",
                    "--project", PROJECT, "--location", LOCATION, "--cluster", CLUSTER_NAME,
                    "--kubeconfig", str(self.kubeconfig),
-                   "--pubsub-host", pubsub.address, "--unschedulable-topic", topic]
+                   "--pubsub-host", pubsub.address, "--unschedulable-topic", topic, *extra]
         env = {**os.environ, "PYTHONUNBUFFERED": "1",
                "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO),
                                                             os.environ.get("PYTHONPATH")]))}
@@ -300,6 +301,36 @@ def test_the_cluster_process_runs_a_queued_jobset_on_pools_created_through_the_g
     finally:
         assert again.stop() == 0, again.log
     assert json.loads((tmp_path / "state" / "clock.json").read_text())["time"] > stopped_at
+
+
+def test_a_schedule_flag_makes_the_cluster_process_publish_ticks_with_attributes_and_data(
+    tmp_path: Path, pubsub: PubSubServer
+):
+    from google.cloud import pubsub_v1
+
+    publisher, subscriber = pubsub_v1.PublisherClient(), pubsub_v1.SubscriberClient()
+    for name in ("unschedulable-pods", "ticks"):
+        publisher.create_topic(name=publisher.topic_path(PROJECT, name))
+    subscription = subscriber.subscription_path(PROJECT, "ticks-test")
+    subscriber.create_subscription(name=subscription,
+                                   topic=publisher.topic_path(PROJECT, "ticks"))
+    # At 600x a simulated minute is a tenth of a real second.
+    process = ClusterProcess(
+        tmp_path / "state", pubsub, "unschedulable-pods",
+        "--schedule=ticks|* * * * *|Europe/Berlin|trigger=schedule,mode=cleanup-only"
+        '|{"from": "cron"}')
+    try:
+        reply = wait_for(lambda: subscriber.pull(subscription=subscription, max_messages=5,
+                                                 timeout=5).received_messages,
+                         what="a scheduled tick")
+        message = reply[0].message
+        assert json.loads(message.data) == {"from": "cron"}
+        assert dict(message.attributes) == {"trigger": "schedule", "mode": "cleanup-only"}
+    finally:
+        assert process.stop() == 0, process.log
+        publisher.stop()
+        subscriber.close()
+    assert "Traceback" not in process.log, process.log
 
 
 # ----------------------------------------------------------------------------- in-process

@@ -118,7 +118,8 @@ def test_reconcile_models_runs_on_rollout_nudges_and_a_tick_every_minute():
     reconcile = system.function("reconcile_models")
     assert reconcile.trigger_topic == Topics().model_rollouts
     ticks = [j for j in system.SCHEDULER_JOBS if j.topic == Topics().model_rollouts]
-    assert [(j.every_minutes, j.attributes) for j in ticks] == [(1, {"trigger": "schedule"})]
+    assert [(j.schedule, j.time_zone, j.attributes) for j in ticks] \
+        == [("* * * * *", "Etc/UTC", {"trigger": "schedule"})]
     assert reconcile.vpc_egress, "it calls the Saxml HTTP proxy inside the VPC"
     assert "ACCELOPS_SAXML_PROXY" in reconcile.env
 
