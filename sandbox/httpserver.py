@@ -38,6 +38,11 @@ def port_open(port: int, timeout: float = 0.2) -> bool:
 class ApiHttpServer(ThreadingHTTPServer, Generic[Api]):
     daemon_threads = True
     allow_reuse_address = True
+    # The listen backlog. socketserver's default of 5 is too small for a burst of
+    # new connections (a client fanning out over threads, a benchmark's sweep):
+    # Linux drops the SYNs beyond it and each of those clients retries a whole
+    # second later, which looks like a slow server.
+    request_queue_size = 1024
 
     def __init__(self, address: tuple[str, int], api: Api,
                  handler: type[BaseHTTPRequestHandler]) -> None:

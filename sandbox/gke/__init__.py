@@ -15,6 +15,7 @@ simulated clock::
     server = start_gke_api(state)
     server.faults.fail_next(2, "RESOURCE_EXHAUSTED", 429)
     server.faults.stockout_for(900)       # creates end in ERROR (GCE_STOCKOUT)
+    server.faults.set_latency(0.1)        # every API call waits 0.1 real seconds
     state.upgrade_for(600)                # pool operations: FAILED_PRECONDITION
     ...
     server.stop()

@@ -14,6 +14,14 @@ run. Two kinds of faults:
   create is accepted during the window fails that way, with GKE's stockout message
   (or, ``reason="quota"``, its quota message); creates accepted after it succeed.
 
+* **latency** — :meth:`FaultInjector.set_latency`: every Container API request
+  waits that many *real* seconds before it is handled (the simulated clock is
+  not involved: the point is the wall-clock cost of many calls, e.g. a benchmark
+  of a sweep over many pools with 100 ms per call). Requests are served on
+  threads, so concurrent requests wait at the same time, as calls to the real
+  API overlap; a client that calls in parallel pays the latency about once per
+  round, one that calls in sequence once per call.
+
 A cluster-level operation (a control-plane upgrade that blocks node-pool
 operations) is an operation, not a request fault: :meth:`GkeState.upgrade_for
 <sandbox.gke.state.GkeState.upgrade_for>`.
@@ -35,6 +43,7 @@ affected, never the sandbox control surface.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -137,6 +146,7 @@ class FaultInjector:
         self._faults: list[Fault] = []
         self._pool_errors: list[PoolError] = []
         self._stockouts: list[Stockout] = []
+        self._latency = 0.0
         #: Requests answered with an injected error so far.
         self.injected = 0
 
@@ -212,6 +222,22 @@ class FaultInjector:
             self._stockouts.append(window)
         return window
 
+    def set_latency(self, seconds: float) -> None:
+        """Delay every Container API request by ``seconds`` real seconds (0: none).
+
+        Raises ValueError for a negative or non-finite value.
+        """
+        if not math.isfinite(seconds) or seconds < 0:
+            raise ValueError(f"latency must be a non-negative number of seconds, not {seconds}")
+        with self._lock:
+            self._latency = float(seconds)
+
+    @property
+    def latency(self) -> float:
+        """Real seconds every Container API request waits (0.0: none)."""
+        with self._lock:
+            return self._latency
+
     def take_pool_error(self, cluster_path: str | None = None,
                         machine_type: str = "") -> PoolError | None:
         """How a create accepted now fails, or None (the state calls this on each create).
@@ -263,7 +289,7 @@ class FaultInjector:
             return len(self._pool_errors)
 
     def clear(self) -> None:
-        """Disarm every request fault, pool error and stockout window.
+        """Disarm every request fault, pool error and stockout window; no latency.
 
         Running operations (an injected upgrade) are not faults: they end on their own.
         """
@@ -271,3 +297,4 @@ class FaultInjector:
             self._faults.clear()
             self._pool_errors.clear()
             self._stockouts.clear()
+            self._latency = 0.0

@@ -20,9 +20,12 @@ recorded, never hit by injected faults)::
            /sandbox/v1/faults      {"kind": "stockout" | "quota", "for_seconds",
                                     "cluster", "message"}: creates accepted meanwhile
                                     end in ERROR with GKE's stockout / quota message
-    GET    /sandbox/v1/faults      armed faults and open stockout windows
-    DELETE /sandbox/v1/faults      disarm everything (pool errors, stockouts too;
-                                    a running upgrade ends on its own)
+           /sandbox/v1/faults      {"kind": "latency", "seconds": 0.1}: every
+                                    Container API request waits that many real
+                                    seconds before it is handled (0: none)
+    GET    /sandbox/v1/faults      armed faults, open stockout windows, "latency"
+    DELETE /sandbox/v1/faults      disarm everything (pool errors, stockouts and
+                                    latency too; a running upgrade ends on its own)
     POST   /sandbox/v1/pool-error  {"count", "status", "message"}: next create fails
     GET    /sandbox/v1/limits      {"concurrent_operations": N} per cluster
     POST   /sandbox/v1/limits      {"concurrent_operations": N}
@@ -30,6 +33,13 @@ recorded, never hit by injected faults)::
     POST   /sandbox/v1/clock       {"speed": x} and/or {"advance": seconds}
     GET    /sandbox/v1/requests    the request log
     GET    /sandbox/v1/operations  operation history with simulated start/end times
+
+Injected latency (``server.faults.set_latency(0.1)`` from Python) is real time,
+not simulated: it stands for the network and the service's own work, which a
+benchmark of many calls measures in wall-clock seconds. The wait happens on the
+request's own thread (``ThreadingHTTPServer``: one per connection), so
+concurrent requests overlap their waits — N calls in parallel take about one
+latency, not N — and the request log's times are those of arrival, before it.
 """
 
 from __future__ import annotations
@@ -310,6 +320,9 @@ class GkeApiServer:
         if path.startswith(_CONTROL):
             return self._control(method, path[len(_CONTROL):], body)
         arrived, wall = self.state.clock.time(), time.time()
+        latency = self.state.faults.latency
+        if latency:
+            time.sleep(latency)
         code, payload = self._api(method, path, query, body)
         self.request_log.append(RequestRecord(arrived, wall, method, path, code))
         return code, payload
@@ -349,6 +362,11 @@ class GkeApiServer:
 
     def _control_action(self, method: str, what: str, data: JsonObject) -> JsonObject:
         faults, clock = self.state.faults, self.state.clock
+        if (method, what) == ("POST", "faults") and data.get("kind") == "latency":
+            if "seconds" not in data:
+                raise ValueError("a 'latency' fault needs seconds (real seconds per request)")
+            faults.set_latency(float(data["seconds"]))
+            return self._faults_json()
         if (method, what) == ("POST", "faults") and "kind" in data:
             return self._window_fault(data)
         if (method, what) == ("POST", "faults"):
@@ -409,7 +427,7 @@ class GkeApiServer:
             self.state.faults.stockout_for(seconds, reason=kind, cluster=cluster,
                                            message=message)
             return self._faults_json()
-        raise ValueError(f"unknown fault kind {kind!r} (upgrade, stockout, quota)")
+        raise ValueError(f"unknown fault kind {kind!r} (upgrade, stockout, quota, latency)")
 
     def _faults_json(self) -> JsonObject:
         faults = self.state.faults
@@ -419,4 +437,5 @@ class GkeApiServer:
             "poolErrors": faults.pending_pool_errors(),
             "stockouts": [asdict(w) for w in faults.stockouts()],
             "injected": faults.injected,
+            "latency": faults.latency,
         }
