@@ -18,8 +18,10 @@ Durations are ``TIMESTAMP_DIFF(..., MICROSECOND)``: BigQuery counts whole units,
 for SECOND or HOUR would drop the remainder of every interval (and the sandbox's
 emulator counts unit boundaries instead, so coarse units would not even agree with it).
 Hours are multiplied by the count in FLOAT64: microseconds times a large count could
-overflow INT64, and an overflow fails the whole view. The view reads
-``pool_actions_unique``, so a redelivered row is counted once.
+overflow INT64, and an overflow fails the whole view. ``at`` is a reserved keyword in
+GoogleSQL: as a bare column name it must be quoted (`` `at` ``), although the emulator
+lets it pass in some places. The view reads ``pool_actions_unique``, so a redelivered
+row is counted once.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ __all__ = ["POOL_ACTIONS_UNIQUE", "POOL_SAVINGS_DAILY", "pool_savings_daily"]
 POOL_ACTIONS_UNIQUE = "pool_actions_unique"
 POOL_SAVINGS_DAILY = "pool_savings_daily"
 _POOL = "PARTITION BY project, location, cluster, pool"
-_ORDER = "ORDER BY at, IF(action = 'remove', 0, 1), row_key"
+_ORDER = "ORDER BY `at`, IF(action = 'remove', 0, 1), row_key"
 _MICROS_PER_HOUR = 3_600_000_000
 
 
@@ -51,8 +53,8 @@ def pool_savings_daily(n: Names) -> str:
 ), paired AS (
   SELECT
     project, location, cluster, pool, team, accelerator_type, accelerator_count, action,
-    at AS removed_at,
-    LEAD(at) OVER ({_POOL} {_ORDER}) AS restored_at
+    `at` AS removed_at,
+    LEAD(`at`) OVER ({_POOL} {_ORDER}) AS restored_at
   FROM changes
 ), removals AS (
   SELECT

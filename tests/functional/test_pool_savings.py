@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
@@ -272,6 +273,16 @@ def test_no_view_measures_a_duration_in_a_unit_the_emulator_counts_differently()
     units = [part.split(")")[0].rsplit(",", 1)[-1].strip()
              for part in savings.split("TIMESTAMP_DIFF(")[1:]]
     assert units == ["MICROSECOND"]
+
+
+def test_no_view_names_the_column_at_without_quotes_as_bigquery_requires():
+    # AT is a reserved keyword in GoogleSQL: an identifier spelled like one must be
+    # quoted, except after a dot (starts.at). bqemulator accepts a bare `at` in ORDER BY
+    # and window functions, so only this check would catch it before real BigQuery.
+    names = Names(PROJECT, "d", "requests", "rejections", "test_runs", "pool_actions")
+
+    for view in VIEWS:
+        assert not re.search(r"(?<![.`\w])at(?![`\w])", view.sql(names)), view.name
 
 
 def test_the_emulator_counts_hour_boundaries_where_bigquery_counts_whole_hours(metrics_store):

@@ -1,15 +1,15 @@
 WITH actions AS (
   SELECT * FROM `${project_id}.${dataset_id}.pool_actions_unique` WHERE action IN ('remove', 'restore')
 ), sequenced AS (
-  SELECT *, LAG(action) OVER (PARTITION BY project, location, cluster, pool ORDER BY at, IF(action = 'remove', 0, 1), row_key) AS previous_action
+  SELECT *, LAG(action) OVER (PARTITION BY project, location, cluster, pool ORDER BY `at`, IF(action = 'remove', 0, 1), row_key) AS previous_action
   FROM actions
 ), changes AS (
   SELECT * FROM sequenced WHERE previous_action IS NULL OR previous_action != action
 ), paired AS (
   SELECT
     project, location, cluster, pool, team, accelerator_type, accelerator_count, action,
-    at AS removed_at,
-    LEAD(at) OVER (PARTITION BY project, location, cluster, pool ORDER BY at, IF(action = 'remove', 0, 1), row_key) AS restored_at
+    `at` AS removed_at,
+    LEAD(`at`) OVER (PARTITION BY project, location, cluster, pool ORDER BY `at`, IF(action = 'remove', 0, 1), row_key) AS restored_at
   FROM changes
 ), removals AS (
   SELECT
