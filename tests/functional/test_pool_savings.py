@@ -58,7 +58,7 @@ A_REMOVE = act("pool-a", "remove", day(-3, 18), count=16)
 # skip at 20:00 changes nothing), restored at 06:00 the next day: 6 h on each side of
 # midnight; removed again 18:00 to 06:00. pool-b: 8 GPUs removed at 22:00 yesterday and
 # never restored. pool-c: only ever skipped. pool-d: a restore with no removal before it,
-# then removed 01:00-03:30 yesterday.
+# then removed 01:00-03:30 yesterday. pool-e: removed and restored in the same instant.
 ACTIONS: tuple[Action, ...] = (
     A_REMOVE,
     act("pool-a", "remove", day(-3, 19), count=16),
@@ -72,6 +72,8 @@ ACTIONS: tuple[Action, ...] = (
     act("pool-d", "restore", day(-2, 5), count=2),
     act("pool-d", "remove", day(-1, 1), count=2),
     act("pool-d", "restore", day(-1, 3, 30), count=2),
+    act("pool-e", "restore", day(-1, 12), count=8),
+    act("pool-e", "remove", day(-1, 12), count=8),
 )
 
 
@@ -193,10 +195,10 @@ def test_a_pool_still_removed_counts_up_to_now_and_is_marked(store):
     assert rows[(day(-1, 0).date(), "pool-a")]["still_removed"] is False
 
 
-def test_skips_and_a_restore_before_any_removal_save_nothing(store):
+def test_skips_a_restore_before_any_removal_and_an_instant_removal_save_nothing(store):
     rows, _, _ = view_rows(store)
 
-    assert not [key for key in rows if key[1] == "pool-c"]
+    assert not [key for key in rows if key[1] in ("pool-c", "pool-e")]
     assert [key for key in rows if key[1] == "pool-d"] == [(day(-1, 0).date(), "pool-d")]
     assert rows[(day(-1, 0).date(), "pool-d")]["accelerator_hours_saved"] == 5.0  # 2.5 h x 2
 
