@@ -180,6 +180,35 @@ def _local_metrics() -> bool:
     return not (os.environ.get("ACCELOPS_PROJECT") or os.environ.get("BIGQUERY_EMULATOR_HOST"))
 
 
+def _metrics_env(stack: Any, args: argparse.Namespace) -> None:
+    """Point the BigQuery client at the local sandbox's when nothing names another."""
+    if _local_metrics():
+        from sandbox.runner import session, state_dir_from
+
+        sandbox = stack.enter_context(session(state_dir_from(args.state_dir), {"reports"}))
+        stack.enter_context(sandbox.client_env())
+
+
+def cmd_report_savings(args: argparse.Namespace) -> int:
+    import contextlib
+
+    from shared.metrics.savings import DEFAULT_SINCE, BigQuerySavings, first_day, parse_since
+    from shared.metrics.savings_report import savings_text
+
+    if args.compare:
+        raise PermanentError("--compare is for load tests, not `accelops report savings`")
+    since_text = args.since or DEFAULT_SINCE
+    try:
+        since = parse_since(since_text)
+    except ValueError as exc:
+        raise PermanentError(str(exc), field="--since") from exc
+    with contextlib.ExitStack() as stack:
+        _metrics_env(stack, args)
+        rows = BigQuerySavings.from_env().pool_savings(since)
+    print(savings_text(rows, first_day(since), since_text), end="")
+    return 0
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     import contextlib
 
@@ -187,12 +216,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     from shared.metrics.report import build_report, report_dir_name, save_report
     from shared.metrics.views import BigQueryMetrics
 
+    if args.test_id == "savings":
+        return cmd_report_savings(args)
+    if args.since:
+        raise PermanentError("--since is for `accelops report savings`, not a load test")
     with contextlib.ExitStack() as stack:
-        if _local_metrics():
-            from sandbox.runner import session, state_dir_from
-
-            sandbox = stack.enter_context(session(state_dir_from(args.state_dir), {"reports"}))
-            stack.enter_context(sandbox.client_env())
+        _metrics_env(stack, args)
         report = build_report(BigQueryMetrics.from_env(), args.test_id, args.compare)
     for summary in filter(None, (report.test, report.other)):
         print(format_summary(summary))
@@ -275,10 +304,15 @@ def build_parser() -> argparse.ArgumentParser:
     init.set_defaults(func=cmd_bq_init)
 
     report = sub.add_parser(
-        "report", help="HTML report with PNG charts of a load test (optionally vs another)",
+        "report", help="HTML report with PNG charts of a load test (optionally vs another); "
+                       "`report savings`: accelerator-hours saved by off-hours pool removal",
         description="Reads the BigQuery views of $ACCELOPS_PROJECT (or $BIGQUERY_EMULATOR_HOST); "
                     "with neither set, the local sandbox's BigQuery (started if needed).")
-    report.add_argument("test_id", help="the load test to report on")
+    report.add_argument("test_id", help="the load test to report on, or `savings`: a table of "
+                                        "accelerator-hours saved per day, team and pool")
+    report.add_argument("--since", metavar="WINDOW",
+                        help="with savings: how far back, e.g. 36h or 2w (default: a week; "
+                             "whole UTC days)")
     report.add_argument("--compare", metavar="OTHER_ID", help="a test to compare it with")
     report.add_argument("--out", default="reports",
                         help="directory for report folders (default: reports)")

@@ -1,4 +1,5 @@
-"""The load-test dashboard: the CLI's report pages and charts, served from Cloud Run.
+"""The load-test dashboard: the CLI's report pages and charts, served from Cloud Run,
+and what off-hours node-pool removal saved (``/savings``, linked from the test list).
 
 It renders with :mod:`shared.metrics.report`, so a page here and an ``accelops
 report`` directory are the same HTML; only the chart ``src`` differs (chart routes
@@ -23,10 +24,12 @@ import re
 import threading
 import time
 from collections.abc import Callable
+from typing import Generic, TypeVar
 
 from flask import Flask, Response, request, url_for
 
 from services.dashboard.cache import FINISHED_SECONDS, LIVE_SECONDS, TtlCache, settled
+from services.dashboard.savings import add_savings_routes
 from shared.errors import ConfigError, NotFoundError, TransientError
 from shared.log import get_logger
 from shared.metrics.model import Baselines, MetricsSource
@@ -39,6 +42,7 @@ from shared.metrics.report import (
     render_html,
     render_index_html,
 )
+from shared.metrics.savings import SavingsSource
 
 __all__ = ["RECENT_TESTS", "TEST_ID", "create_app"]
 
@@ -59,22 +63,25 @@ _CSP = ("default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; "
         "base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 
 
+_Source = TypeVar("_Source")
+
+
 class _InvalidTestId(ValueError):
     """A test id in the URL that no load test can have."""
 
 
-class _LazySource:
+class _LazySource(Generic[_Source]):
     """The source, created by ``factory`` on first use and shared by every thread.
 
     A factory that fails is tried again on the next request rather than cached.
     """
 
-    def __init__(self, factory: Callable[[], MetricsSource]) -> None:
+    def __init__(self, factory: Callable[[], _Source]) -> None:
         self._factory = factory
-        self._source: MetricsSource | None = None
+        self._source: _Source | None = None
         self._lock = threading.Lock()
 
-    def get(self) -> MetricsSource:
+    def get(self) -> _Source:
         if self._source is None:
             with self._lock:
                 if self._source is None:
@@ -86,6 +93,12 @@ def _bigquery_source() -> MetricsSource:
     from shared.metrics.views import BigQueryMetrics
 
     return BigQueryMetrics.from_env()
+
+
+def _bigquery_savings() -> SavingsSource:
+    from shared.metrics.savings import BigQuerySavings
+
+    return BigQuerySavings.from_env()
 
 
 def _checked(test_id: str, what: str = "test id") -> str:
@@ -135,9 +148,10 @@ class _KeptReport:
 
 
 def create_app(source_factory: Callable[[], MetricsSource] | None = None,
-               clock: Callable[[], float] = time.monotonic) -> Flask:
-    """The dashboard app; ``source_factory`` defaults to the BigQuery views from the env,
-    ``clock`` (seconds) times how long built reports are kept."""
+               clock: Callable[[], float] = time.monotonic,
+               savings_factory: Callable[[], SavingsSource] | None = None) -> Flask:
+    """The dashboard app; ``source_factory`` and ``savings_factory`` default to the BigQuery
+    views from the env, ``clock`` (seconds) times how long built reports are kept."""
     app = Flask(__name__)
     source = _LazySource(source_factory or _bigquery_source)
     reports: TtlCache[_KeptReport] = TtlCache(clock)
@@ -165,7 +179,8 @@ def create_app(source_factory: Callable[[], MetricsSource] | None = None,
     def index() -> Response:
         tests = source.get().recent_tests(RECENT_TESTS)
         page = render_index_html(tests, lambda test_id: url_for("test_page", test_id=test_id),
-                                 sort=request.args.get("sort"), direction=request.args.get("dir"))
+                                 sort=request.args.get("sort"), direction=request.args.get("dir"),
+                                 savings_href=url_for("savings"))
         return Response(page, mimetype="text/html", headers={"Cache-Control": _INDEX_CACHE})
 
     @app.get("/tests/<test_id>")
@@ -193,6 +208,9 @@ def create_app(source_factory: Callable[[], MetricsSource] | None = None,
         compare = None if asked in (None, _NO_BASELINE) else asked
         png = report_of(test_id, compare).chart(name)
         return Response(png, mimetype="image/png", headers={"Cache-Control": _CHART_CACHE})
+
+    add_savings_routes(app, _LazySource(savings_factory or _bigquery_savings).get, clock,
+                       _error_page)
 
     @app.errorhandler(_InvalidTestId)
     def invalid_test_id(exc: _InvalidTestId) -> Response:

@@ -118,13 +118,23 @@ def _row(s: TestSummary, link: Callable[[str], str]) -> str:
     return f"<tr>{''.join(cells)}</tr>"
 
 
+def _savings_link(href: str | None) -> str:
+    if href is None:
+        return ""
+    return (f'<p class=meta><a class=nav href="{_e(href)}">Accelerator-hours saved by '
+            "off-hours node-pool removal</a></p>")
+
+
 def index_page(tests: Sequence[TestSummary], link: Callable[[str], str],
-               sort: str | None = None, direction: str | None = None) -> str:
+               sort: str | None = None, direction: str | None = None,
+               savings_href: str | None = None) -> str:
     """A table of ``tests``, each id a link to ``link(test_id)``, sorted by ``sort`` in
-    ``direction`` (see :func:`sort_order`)."""
+    ``direction`` (see :func:`sort_order`); a link to the savings page when
+    ``savings_href`` is given."""
+    savings = _savings_link(savings_href)
     if not tests:
-        return page("Load tests", "<h1>Load tests</h1><p class=meta>No load tests yet.</p>",
-                    wide=True)
+        return page("Load tests", "<h1>Load tests</h1><p class=meta>No load tests yet.</p>"
+                    + savings, wide=True)
     key, order = sort_order(sort, direction)
     column = SORTS[key]
     way = {("started", "desc"): "newest first", ("started", "asc"): "oldest first"}.get(
@@ -134,7 +144,7 @@ def index_page(tests: Sequence[TestSummary], link: Callable[[str], str],
     meta = (f"The {len(tests)} most recent load tests, by {_e(column.header)}, {way}. "
             "Latency is over successful requests; QPS counts every request, success QPS "
             "only those that succeeded.")
-    body = (f"<h1>Load tests</h1><p class=meta>{meta}</p>"
+    body = (f"<h1>Load tests</h1><p class=meta>{meta}</p>{savings}"
             + scroll(f'<table class="tests"><thead><tr>{head}</tr></thead>'
                      f"<tbody>{rows}</tbody></table>"))
     return page("Load tests", body, wide=True)

@@ -2,22 +2,25 @@
 
 A message carries a JSON array of records (or a single record), within
 :data:`MESSAGE_LIMITS`; one with the attribute ``kind=run`` carries a test's run record
-instead (:mod:`shared.metrics.run`), which goes to the runs table. Each record is
+instead (:mod:`shared.metrics.run`), which goes to the runs table, and one with
+``kind=pool_action`` an array of node-pool actions (:mod:`shared.metrics.pool_action`),
+which go to the pool_actions table. Each record is
 validated on its own: good ones become rows, bad ones rows of the rejections table with
 the reason, so one poison record never sinks the batch (partial failure) and never
 disappears silently. A rejection row can always be written, whatever the record held.
 Both are written before the handler returns; any BigQuery failure raises, Pub/Sub
 redelivers, and the redelivered rows carry the same keys (``<message id>:<index>``,
-``<test id>:<phase>`` for runs), which BigQuery's insertIds and the views de-duplicate.
+``<test id>:<phase>`` for runs, the publisher's ``action_id`` for pool actions), which
+BigQuery's insertIds and the views de-duplicate.
 
-Decoding and validation (:func:`parse_message`) are pure; :func:`store` is the only
-I/O, in insert requests of at most 500 rows and well under BigQuery's 10 MB limit.
+Decoding and validation (:func:`parse_message` and its siblings) are pure;
+:func:`shared.metrics.insert.store` is the only I/O.
 """
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -26,7 +29,8 @@ from pydantic import BaseModel, ValidationError
 
 from shared.config import format_validation_error
 from shared.errors import PermanentError
-from shared.metrics.batch import split
+from shared.metrics.insert import MAX_INSERT_BYTES, MAX_INSERT_ROWS, insert_batches, row_size, store
+from shared.metrics.pool_action import POOL_ACTION_KIND, PoolActionRecord
 from shared.metrics.record import MetricRecord, row_key
 from shared.metrics.run import KIND_ATTRIBUTE, RUN_KIND, RunRecord, run_row_key
 from shared.payload import Limits, check, decode_array
@@ -45,14 +49,12 @@ __all__ = [
     "ingest_message",
     "insert_batches",
     "parse_message",
+    "parse_pool_action_message",
     "parse_run_message",
     "row_size",
     "store",
 ]
 
-MAX_INSERT_ROWS = 500
-# BigQuery refuses insertAll requests over 10 MB; stay clear of it with the envelope.
-MAX_INSERT_BYTES = 9_000_000
 # A message is at most what Pub/Sub carries (10 MB) and 5,000 records (the load
 # generator sends 500); each record at most 8 levels deep, strings of 64 Ki characters.
 MESSAGE_LIMITS = Limits(max_bytes=MAX_MESSAGE_BYTES, max_depth=9, max_digits=40,
@@ -132,10 +134,22 @@ def _as_row(record: BaseModel, key: str, message_id: str, received_at: str) -> d
     return row
 
 
+# How one record of a message becomes a row: (record, message id, index, received at);
+# raises _Refused saying why there is none.
+_RowOf = Callable[[Any, str, int, str], dict[str, Any]]
+
+
 def _row(raw: Any, message_id: str, index: int, received_at: str) -> dict[str, Any]:
-    """The requests-table row of one record; _Refused says why there is none."""
+    """The requests-table row of one record."""
     return _as_row(_validated(raw, MetricRecord), row_key(message_id, index), message_id,
                    received_at)
+
+
+def _pool_action_row(raw: Any, message_id: str, index: int, received_at: str,
+                     ) -> dict[str, Any]:
+    """The pool_actions-table row of one record, keyed by its ``action_id``."""
+    record = _validated(raw, PoolActionRecord)
+    return _as_row(record, record.action_id, message_id, received_at)
 
 
 def _decoded(parsed: Parsed, message_id: str, data: bytes, at: str) -> tuple[bool, Any]:
@@ -174,11 +188,24 @@ def parse_message(message_id: str, data: bytes, received_at: datetime) -> Parsed
     Records are isolated: whatever goes wrong with one — a broken rule, or any exception
     while validating or converting it — rejects that record only, with the reason.
     """
+    return _parse_records(message_id, data, received_at, _row)
+
+
+def parse_pool_action_message(message_id: str, data: bytes, received_at: datetime,
+                              ) -> Parsed:
+    """A pool-action message (attribute ``kind=pool_action``): each record validated on
+    its own, exactly as :func:`parse_message` does, into rows keyed by ``action_id``
+    (pure). The same action published twice, or redelivered, keeps its key."""
+    return _parse_records(message_id, data, received_at, _pool_action_row)
+
+
+def _parse_records(message_id: str, data: bytes, received_at: datetime,
+                   row_of: _RowOf) -> Parsed:
     at = received_at.astimezone(UTC).isoformat()
     parsed = Parsed()
     for index, raw in enumerate(_records(parsed, message_id, data, at)):
         try:
-            parsed.rows.append(_row(raw, message_id, index, at))
+            parsed.rows.append(row_of(raw, message_id, index, at))
         except _Refused as exc:
             _reject(parsed, message_id, at, index, str(exc), raw)
         except Exception as exc:
@@ -213,45 +240,13 @@ def parse_run_message(message_id: str, data: bytes, received_at: datetime) -> Pa
     return parsed
 
 
-def _text_cost(text: str) -> int:
-    n = len(text)
-    return n + 2 if text.isascii() and text.isprintable() else 12 * n + 2
-
-
-def row_size(row: Mapping[str, Any]) -> int:
-    """An upper bound of the row's size in the insert request's JSON.
-
-    Cheaper than encoding twice: printable ASCII costs its length; any other text is
-    counted as if every character were escaped (``\\uXXXX``, 12 bytes for a surrogate
-    pair). The row's ``row_key`` is counted twice, as it is also the insertId.
-    """
-    size = 32 + _text_cost(str(row.get("row_key", "")))  # {"insertId": ..., "json": {}}
-    for key, value in row.items():
-        size += _text_cost(key) + 4
-        size += _text_cost(value) if isinstance(value, str) else 24
-    return size
-
-
-def insert_batches(rows: Sequence[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
-    """The rows in insert-sized batches (≤ 500 rows, ≤ 9 MB)."""
-    return split(((row, row_size(row)) for row in rows),
-                 max_count=MAX_INSERT_ROWS, max_bytes=MAX_INSERT_BYTES)
-
-
-def store(project: str, table: str, rows: Sequence[dict[str, Any]]) -> int:
-    """Insert rows (keyed by ``row_key``); returns the number of insert requests.
-
-    Raises the adapter's TransientError subclasses; rows already inserted by an
-    earlier request of a failed call are re-inserted by the redelivery with the same
-    keys, which the views de-duplicate.
-    """
-    from shared import bigquery as bq
-
-    requests = 0
-    for batch in insert_batches(rows):
-        bq.insert_rows(project, table, batch, [row["row_key"] for row in batch])
-        requests += 1
-    return requests
+# Each kind of message (its ``kind`` attribute; none for request records): how it is
+# parsed and the MetricsConfig field naming its table.
+_ROUTES: dict[str | None, tuple[Callable[[str, bytes, datetime], Parsed], str]] = {
+    None: (parse_message, "table"),
+    RUN_KIND: (parse_run_message, "runs_table"),
+    POOL_ACTION_KIND: (parse_pool_action_message, "pool_actions_table"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,10 +273,10 @@ def ingest_message(message: PubSubMessage) -> IngestResult:
     assert settings.project is not None
     names = Names.of(settings.project, config.metrics)
 
-    is_run = message.attributes.get(KIND_ATTRIBUTE) == RUN_KIND
-    parse = parse_run_message if is_run else parse_message
+    # An unknown kind is read as request records, as before kinds existed.
+    parse, table_key = _ROUTES.get(message.attributes.get(KIND_ATTRIBUTE), _ROUTES[None])
     parsed = parse(message.message_id, message.data, datetime.now(UTC))
-    table = names.runs_table if is_run else names.table
+    table = getattr(config.metrics, table_key)
     requests = store(settings.project, names.ref(table), parsed.rows)
     requests += store(settings.project, names.ref(names.rejections_table), parsed.rejections)
     result = IngestResult(len(parsed.rows), len(parsed.rejections), requests)

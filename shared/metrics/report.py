@@ -175,14 +175,16 @@ def render_html(report: Report, chart_src: Callable[[str], str], *,
 
 
 def render_index_html(tests: Sequence[TestSummary], link: Callable[[str], str],
-                      sort: str | None = None, direction: str | None = None) -> str:
+                      sort: str | None = None, direction: str | None = None,
+                      savings_href: str | None = None) -> str:
     """A page listing ``tests``, each test id linking to ``link(test_id)``.
 
     Sorted by column ``sort`` in ``direction`` (``asc`` or ``desc``): each column header
     links to ``?sort=<column>&dir=<direction>``. Unknown columns mean newest first;
-    an unknown direction, the column's usual one (largest numbers first).
+    an unknown direction, the column's usual one (largest numbers first). With
+    ``savings_href``, the page links to what off-hours node-pool removal saved.
     """
-    return index_page(tests, link, sort, direction)
+    return index_page(tests, link, sort, direction, savings_href)
 
 
 def render_error_html(status: int, title: str, reason: str,

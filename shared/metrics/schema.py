@@ -1,9 +1,10 @@
 """The BigQuery schema of load-test metrics, as code.
 
-Three tables: requests (one row per load-test request, DAY-partitioned on
-``start_time``, clustered by test and model), rejected records, and test runs (what the
-load generator was asked to do, once per test and phase: :mod:`shared.metrics.run`).
-Views, which everything downstream reads:
+Four tables: requests (one row per load-test request, DAY-partitioned on
+``start_time``, clustered by test and model), rejected records, test runs (what the
+load generator was asked to do, once per test and phase: :mod:`shared.metrics.run`)
+and pool actions (what ``pool_schedule`` did to a node pool:
+:mod:`shared.metrics.pool_action`). Views, which everything downstream reads:
 
 * ``requests_unique`` and ``test_runs_unique`` — one row per row key (and one run per
   test). Pub/Sub delivers at least once and a redelivered message is inserted again
@@ -15,7 +16,10 @@ Views, which everything downstream reads:
 * ``test_requests_by_name`` and ``test_failures`` — Locust's statistics and failures
   tables;
 * ``test_comparison`` — each test next to the previous test of the same model and
-  server, with changes (error rate in percentage points).
+  server, with changes (error rate in percentage points);
+* ``pool_actions_unique`` and ``pool_savings_daily`` — node-pool actions once per
+  action id, and the accelerator-hours their removals saved per UTC day and pool
+  (:mod:`shared.metrics.savings_sql`).
 
 Percentiles are exact (PERCENTILE_CONT), not APPROX_QUANTILES: the sandbox's BigQuery
 emulator indexes ``APPROX_QUANTILES(...)[OFFSET(k)]`` one too far, and real BigQuery's
@@ -33,9 +37,10 @@ from dataclasses import dataclass
 from shared.bigquery import Field
 from shared.config import MetricsConfig
 from shared.errors import ConfigError
+from shared.metrics.savings_sql import POOL_ACTIONS_UNIQUE, POOL_SAVINGS_DAILY, pool_savings_daily
 
-__all__ = ["REJECTION_FIELDS", "REQUEST_FIELDS", "RUN_FIELDS", "TABLES", "VIEWS", "Names",
-           "TableSpec", "View", "apply_schema"]
+__all__ = ["POOL_ACTION_FIELDS", "REJECTION_FIELDS", "REQUEST_FIELDS", "RUN_FIELDS", "TABLES",
+           "VIEWS", "Names", "TableSpec", "View", "apply_schema"]
 
 # Project ids, optionally domain-scoped ("example.com:project").
 _PROJECT = re.compile(r"^([a-z][-a-z0-9.]{0,62}:)?[a-z][-a-z0-9]{4,61}[a-z0-9]$")
@@ -97,6 +102,28 @@ RUN_FIELDS: tuple[Field, ...] = (
 )
 
 
+POOL_ACTION_FIELDS: tuple[Field, ...] = (
+    Field("row_key", "STRING", "REQUIRED", "the action id; the same for a re-published action"),
+    Field("message_id", "STRING", "REQUIRED", "the Pub/Sub message that carried the record"),
+    Field("ingested_at", "TIMESTAMP", "REQUIRED", "when ingest_metrics wrote the row"),
+    Field("action_id", "STRING", "REQUIRED", "chosen by pool_schedule: pool, action, tick"),
+    Field("at", "TIMESTAMP", "REQUIRED", "when the action was taken"),
+    Field("project", "STRING", "REQUIRED"),
+    Field("location", "STRING", "REQUIRED"),
+    Field("cluster", "STRING", "REQUIRED"),
+    Field("pool", "STRING", "REQUIRED", "the node pool"),
+    Field("action", "STRING", "REQUIRED", "remove, restore, or skip (left up: busy)"),
+    Field("method", "STRING", "NULLABLE", "resize, delete or recreate; null for a skip"),
+    Field("reason", "STRING", "REQUIRED", "why pool_schedule did it"),
+    Field("accelerator_type", "STRING", "NULLABLE", "e.g. tpu-v5-lite-podslice, nvidia-l4"),
+    Field("accelerator_count", "INT64", "REQUIRED",
+          "accelerators (TPU chips or GPUs) the pool holds when it is up"),
+    Field("schedule", "STRING", "NULLABLE", "the schedule that asked for it"),
+    Field("team", "STRING", "NULLABLE", "the team the pool belongs to"),
+    Field("forced", "BOOL", "REQUIRED", "removed although busy, or restored off schedule"),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Names:
     """Fully qualified names, for SQL (backticked) and for the API."""
@@ -106,6 +133,7 @@ class Names:
     table: str
     rejections_table: str
     runs_table: str
+    pool_actions_table: str
 
     @classmethod
     def of(cls, project: str, config: MetricsConfig) -> Names:
@@ -115,7 +143,7 @@ class Names:
             raise ConfigError(f"{project!r} is not a Google Cloud project id",
                               field="ACCELOPS_PROJECT")
         return cls(project, config.dataset, config.table, config.rejections_table,
-                   config.runs_table)
+                   config.runs_table, config.pool_actions_table)
 
     def ref(self, name: str) -> str:
         """``dataset.name``, as the adapter takes it."""
@@ -150,6 +178,9 @@ TABLES: tuple[TableSpec, ...] = (
     TableSpec("runs_table", RUN_FIELDS, "at",
               "one row per load test and phase: what the load generator was asked to do",
               clustering=("test_id",)),
+    TableSpec("pool_actions_table", POOL_ACTION_FIELDS, "at",
+              "one row per action pool_schedule took (or declined) on a node pool "
+              "(may hold redelivered copies)", clustering=("cluster", "pool")),
 )
 
 
@@ -418,6 +449,10 @@ VIEWS: tuple[View, ...] = (
          _failures),
     View("test_comparison", "each single-model test next to the previous one of the same "
          "model and server", _comparison),
+    View(POOL_ACTIONS_UNIQUE, "node-pool actions, one row per action id (redeliveries "
+         "removed)", lambda n: _first_copy(n.sql(n.pool_actions_table))),
+    View(POOL_SAVINGS_DAILY, "per UTC day, team and node pool: hours removed off-hours and "
+         "the accelerator-hours that saved", pool_savings_daily),
 )
 
 

@@ -23,7 +23,7 @@ from shared.metrics.model import (
 )
 from shared.metrics.schema import Names
 
-__all__ = ["BigQueryMetrics"]
+__all__ = ["BigQueryMetrics", "names_from_env"]
 
 _SERIES_VIEWS = {"second": "test_timeseries_seconds", "minute": "test_timeseries"}
 _Row = TypeVar("_Row", TestSummary, SeriesPoint, RequestStats, Failure)
@@ -59,14 +59,7 @@ class BigQueryMetrics:
 
         Raises ConfigError when ``ACCELOPS_PROJECT`` is unset.
         """
-        from shared.config import AccelopsConfig, Settings, load_config
-
-        settings = Settings.from_env()
-        settings.require("project")
-        assert settings.project is not None
-        config = load_config(settings.config_source) if settings.config_source else (
-            AccelopsConfig())
-        return cls(Names.of(settings.project, config.metrics))
+        return cls(names_from_env())
 
     def _query(self, sql: str, **params: Any) -> list[dict[str, Any]]:
         from shared import bigquery
@@ -133,6 +126,21 @@ LIMIT @limit""", test_id=test_id, limit=limit)
         rows = self._query(f"SELECT * FROM {self.names.sql('test_summary')} "
                            "ORDER BY started DESC, test_id LIMIT @limit", limit=limit)
         return [_typed(TestSummary, row) for row in rows]
+
+
+def names_from_env() -> Names:
+    """The dataset's names from ``ACCELOPS_PROJECT`` and the config's ``metrics`` section.
+
+    Raises ConfigError when ``ACCELOPS_PROJECT`` is unset.
+    """
+    from shared.config import AccelopsConfig, Settings, load_config
+
+    settings = Settings.from_env()
+    settings.require("project")
+    assert settings.project is not None
+    config = load_config(settings.config_source) if settings.config_source else (
+        AccelopsConfig())
+    return Names.of(settings.project, config.metrics)
 
 
 def _grouped(cls: type[_Row], rows: list[dict[str, Any]]) -> dict[str, list[_Row]]:

@@ -9,9 +9,13 @@ free-text fields.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import base64
+import json
+from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
+from shared.metrics.pool_action import POOL_ACTION_KIND, pool_action_id
+from shared.metrics.run import KIND_ATTRIBUTE
 from tests.functional.test_ingest_metrics import envelope, stored_records
 
 SCRIPT = "<script>alert(1)</script>"
@@ -58,3 +62,29 @@ def ingest_load_tests(client: Any) -> None:
     for number, records in enumerate(batches.values()):
         response = client.post("/", json=envelope(records, message_id=f"browser-{number}"))
         assert response.status_code == 200, response.get_data(as_text=True)
+
+
+#: A node pool whose team, name and accelerator are markup, removed off-hours yesterday
+#: and still removed, so the savings page has rows, totals and a chart to show.
+HOSTILE_POOL = {"team": SCRIPT, "pool": IMG, "accelerator_type": SCRIPT + IMG}
+
+
+def ingest_pool_actions(client: Any) -> None:
+    """Send two removals and a restore of :data:`HOSTILE_POOL` to ``ingest_metrics``."""
+    midnight = datetime.combine(datetime.now(UTC).date(), time(), UTC)
+
+    def action(name: str, at: datetime) -> dict[str, Any]:
+        return {"action_id": pool_action_id("acme-ml", "us-central2-b", "train", "pool",
+                                            name, at),
+                "at": at.isoformat(), "project": "acme-ml", "location": "us-central2-b",
+                "cluster": "train", "action": name, "method": "resize", "reason": SCRIPT,
+                "accelerator_count": 16, **HOSTILE_POOL}
+
+    actions = [action("remove", midnight - timedelta(days=2, hours=6)),
+               action("restore", midnight - timedelta(days=1, hours=18)),
+               action("remove", midnight - timedelta(hours=6))]
+    event = envelope(message_id="browser-pools")
+    event["message"]["data"] = base64.b64encode(json.dumps(actions).encode()).decode()
+    event["message"]["attributes"] = {KIND_ATTRIBUTE: POOL_ACTION_KIND}
+    response = client.post("/", json=event)
+    assert response.status_code == 200, response.get_data(as_text=True)

@@ -23,6 +23,7 @@ from tests.browser.load_tests import (
     FAILING,
     HOSTILE,
     HOSTILE_EXCEPTION,
+    HOSTILE_POOL,
     HOSTILE_TEXTS,
     LONG_ID,
 )
@@ -73,6 +74,7 @@ PAGES = {
     "unknown-long-id": Shown(f"/tests/{UNKNOWN_LONG_ID}", 404, texts=(UNKNOWN_LONG_ID,)),
     "report": Shown("report:hostile", texts=HOSTILE_TEXTS),
     "compared-report": Shown("report:hostile-vs-baseline", texts=(*HOSTILE_TEXTS, BASELINE)),
+    "savings": Shown("/savings?since=2w", texts=tuple(HOSTILE_POOL.values())),
 }
 
 #: (check, page, width) → the bug that makes that check fail today, e.g.
