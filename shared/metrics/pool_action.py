@@ -9,8 +9,9 @@ writes them to the ``pool_actions`` table; the ``pool_savings_daily`` view pairs
 removal with the next restore of the same pool and counts the accelerator-hours saved.
 
 The row key is the record's ``action_id``, chosen by the publisher and deterministic
-(:func:`pool_action_id`: the pool, the action and the tick's instant), so a tick that
-runs twice, or a redelivered message, is one row in the views, not two.
+(:func:`pool_action_id`: the pool, the action and the period it belongs to — the
+off-hours a removal is for, the on-hours a restore is for), so ticks that report the
+same action again, or a redelivered message, are one row in the views, not two.
 
 Types are strict, as in every metric record: a count is a JSON integer, ``forced`` a
 JSON boolean, ``at`` epoch seconds or an ISO 8601 timestamp with a timezone.
@@ -100,11 +101,12 @@ class PoolActionRecord(BaseModel):
 
 
 def pool_action_id(project: str, location: str, cluster: str, pool: str, action: str,
-                   at: datetime) -> str:
-    """The deterministic row key of ``action`` on a pool at ``at`` (an aware datetime):
-    ``projects/P/locations/L/clusters/C/POOL:ACTION:ISO-INSTANT``."""
-    return (f"projects/{project}/locations/{location}/clusters/{cluster}/{pool}:{action}:"
-            f"{at.isoformat()}")
+                   period: datetime | str) -> str:
+    """The deterministic row key of ``action`` on a pool in ``period`` (an aware
+    datetime, or a key such as ``off-2026-11-23T18:00:00+00:00``):
+    ``projects/P/locations/L/clusters/C/POOL:ACTION:PERIOD``."""
+    key = period.isoformat() if isinstance(period, datetime) else period
+    return f"projects/{project}/locations/{location}/clusters/{cluster}/{pool}:{action}:{key}"
 
 
 def pool_action_message(records: Iterable[PoolActionRecord]) -> tuple[bytes, dict[str, str]]:

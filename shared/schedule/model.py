@@ -6,6 +6,8 @@ import datetime as dt
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from shared.metrics.pool_action import PoolActionRecord, pool_action_id
+
 __all__ = [
     "Audit",
     "ClusterRef",
@@ -164,21 +166,18 @@ class Audit:
     team: str | None
     forced: bool = False
 
-    @property
-    def action_id(self) -> str:
-        return f"{self.cluster}/{self.pool}:{self.action}:{self.period}"
-
-    def record(self, at: dt.datetime) -> dict[str, Any]:
+    def record(self, at: dt.datetime) -> PoolActionRecord:
         ref = ClusterRef.parse(self.cluster)
-        project, location, cluster = ref.project, ref.location, ref.name
-        return {
-            "action_id": self.action_id, "at": at.isoformat(), "project": project,
-            "location": location, "cluster": cluster, "pool": self.pool,
+        return PoolActionRecord.model_validate({
+            "action_id": pool_action_id(ref.project, ref.location, ref.name, self.pool,
+                                        self.action, self.period),
+            "at": at, "project": ref.project, "location": ref.location,
+            "cluster": ref.name, "pool": self.pool,
             "action": self.action, "method": self.method, "reason": self.reason,
             "accelerator_type": self.accelerator_type,
             "accelerator_count": self.accelerator_count, "schedule": self.schedule,
             "team": self.team, "forced": self.forced,
-        }
+        })
 
 
 @dataclass(frozen=True, slots=True)

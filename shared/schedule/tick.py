@@ -18,7 +18,6 @@ Pub/Sub redelivers the tick.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +35,7 @@ from shared.errors import (
 )
 from shared.kube import NODES, PODS, WORKLOADS, KubeClient, get_client
 from shared.log import get_logger
+from shared.metrics.pool_action import PoolActionRecord, pool_action_message
 from shared.schedule import store
 from shared.schedule.model import ClusterRef, PoolPlan, PoolView, SavedPool, Step
 from shared.schedule.observe import build_pools
@@ -46,7 +46,6 @@ __all__ = ["ClusterPlan", "TickReport", "cluster_refs", "plan_tick", "run_tick"]
 
 log = get_logger("accelops.schedule")
 
-POOL_ACTION_KIND = "pool_action"
 # Parallel API calls: clusters observed at once, and pool operations started at once.
 WORKERS = 8
 _LIVE_PODS = "status.phase!=Succeeded,status.phase!=Failed"
@@ -197,17 +196,17 @@ class TickReport:
                 f"{self.audits} audit row(s)")
 
 
-Publish = Callable[[list[dict[str, object]]], None]
+Publish = Callable[[list[PoolActionRecord]], None]
 
 
 def _publisher(settings: Settings, config: AccelopsConfig) -> Publish:
-    def publish(records: list[dict[str, object]]) -> None:
+    def publish(records: list[PoolActionRecord]) -> None:
         from shared import pubsub
 
         settings.require("project")
-        assert settings.project is not None
-        pubsub.publish(settings.project, config.topics.loadtest_metrics,
-                       json.dumps(records).encode(), {"kind": POOL_ACTION_KIND})
+        data, attributes = pool_action_message(records)
+        pubsub.publish(str(settings.project), config.topics.loadtest_metrics, data,
+                       attributes)
 
     return publish
 

@@ -124,7 +124,7 @@ def desired_state(schedule: Schedule, name: str, at: dt.datetime,
                    if early else
                    f"schedule {name}: on-hours {item.label} ({schedule.time_zone}) until "
                    f"{_clock(item.end, zone)}")
-            return Desired(True, f"on@{item.start.isoformat()}", item.start, item.end, why)
+            return Desired(True, f"on-{item.start.isoformat()}", item.start, item.end, why)
     before = [i for i in found if i.end <= at]
     after = [i for i in found if i.start - lead > at]
     since = before[-1].end if before else None
@@ -134,5 +134,5 @@ def desired_state(schedule: Schedule, name: str, at: dt.datetime,
     why = (f"schedule {name}: off-hours{holiday} since {_clock(since, zone)}; on-hours again "
            f"{_clock(nxt, zone)}"
            + (f", restore starts {lead_minutes} min before" if nxt and lead_minutes else ""))
-    period = f"off@{since.isoformat()}" if since else f"off@{local_day}"
+    period = f"off-{since.isoformat()}" if since else f"off-{local_day}"
     return Desired(False, period, since, nxt - lead if nxt else None, why)

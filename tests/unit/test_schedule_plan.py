@@ -16,8 +16,8 @@ from shared.schedule.windows import Desired
 
 CLUSTER = "projects/p/locations/us-central2-b/clusters/c"
 NOW = dt.datetime(2026, 11, 23, 18, 5, tzinfo=dt.UTC)
-OFF = Desired(False, "off@2026-11-23T18:00:00+00:00", None, None, "off-hours")
-ON = Desired(True, "on@2026-11-24T06:00:00+00:00", None, None, "on-hours")
+OFF = Desired(False, "off-2026-11-23T18:00:00+00:00", None, None, "off-hours")
+ON = Desired(True, "on-2026-11-24T06:00:00+00:00", None, None, "on-hours")
 REMOVING = {"delete", "set_size", "set_autoscaling"}
 
 
