@@ -195,3 +195,20 @@ def test_a_night_across_a_daylight_saving_change_removes_and_restores_on_time(
     assert {r["accelerator_count"] for r in slice_rows} == {16}
     skip = next(r for r in rows if r["action"] == "skip")
     assert "research/night-run" in skip["reason"]
+
+
+def test_schedule_plan_at_a_later_time_prints_what_a_tick_would_do_and_changes_nothing(
+        sandbox: Sandbox, capsys: pytest.CaptureFixture[str]) -> None:
+    from shared.cli import main
+
+    before = specs()
+    assert main(["schedule", "plan", "--at", "2027-04-03T21:35+02:00",
+                 "--config", str(sandbox.config)]) == 0
+    out = capsys.readouterr().out
+    assert "pool schedule at 2027-04-03T21:35:00+02:00" in out
+    assert "ON  schedule night-shift: on-hours Sat 22:00-04:00 (Europe/Berlin) start " \
+           "Sat 2027-04-03 22:00 CEST; restoring 30 min early" in out
+    assert "team-slice: on-hours: recreate from the saved spec [recreate team-slice" in out
+    assert "gpu-serve: on-hours: resize gpu-serve to 2 node(s) per zone" in out
+    assert "gpu-kept" not in out
+    assert specs().keys() == before.keys()
