@@ -294,7 +294,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"starting the sandbox in {state_dir} ...")
         try:
             parts = {"all": ALL_PARTS, "jobs": {"jobs", "metrics"},
-                     "serving": {"serving", "metrics"}}[args.scenario]
+                     "serving": {"serving", "metrics"}, "schedule": {"jobs"}}[args.scenario]
             sandbox = Sandbox(state_dir, speed=DEMO_SPEED, parts=parts).start()
         except SandboxError as exc:
             print(f"accelops demo: {exc}")
@@ -308,6 +308,11 @@ def main(args: argparse.Namespace) -> int:
 
                     print("\n--- serving: model versions uploaded to the bucket ---")
                     run_serving_scenario(sandbox, Path(args.report_dir))
+                if args.scenario in ("schedule", "all"):
+                    from sandbox.demo_schedule import run_schedule_scenario
+
+                    print("\n--- schedule: node pools removed off-hours, back by morning ---")
+                    run_schedule_scenario(sandbox)
         except AccelopsError as exc:
             print(f"accelops demo: {exc}\n(logs: {state_dir / 'logs'})")
             return 1

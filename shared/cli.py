@@ -349,9 +349,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="run the demo scenario on a fresh sandbox")
     demo.add_argument("--state-dir", help="sandbox state directory (default: a temporary one)")
-    demo.add_argument("--scenario", choices=["jobs", "serving", "all"], default="all",
+    demo.add_argument("--scenario", choices=["jobs", "serving", "schedule", "all"],
+                      default="all",
                       help="jobs: requests to JobSets and slices; serving: model uploads "
-                           "rolled out to Triton; all (default): both")
+                           "rolled out to Triton; schedule: node pools removed off-hours "
+                           "and restored; all (default): every one")
     demo.add_argument("--report-dir", default="reports",
                       help="where the load test's HTML report goes (default: reports)")
     demo.set_defaults(func=cmd_demo)

@@ -57,7 +57,7 @@ class PoolView:
     multi_host: bool  # a multi-host TPU slice: deleted, never resized
     accelerator_type: str | None
     accelerators_per_node: int
-    full_size: int  # nodes the pool has when it is up (initialNodeCount x zones)
+    full_size: int  # nodes it was created with (initialNodeCount x zones)
     spec: dict[str, Any]  # the whole NodePool, as the API returned it
     busy: tuple[str, ...] = ()  # why it must not be removed now
     managed: bool = False  # made by reconcile_slices: never touched
@@ -78,8 +78,17 @@ class PoolView:
         return self.nodes > 0 or minimum > 0 or total_min > 0
 
     @property
+    def size(self) -> int:
+        """Nodes the pool holds. A multi-host slice is all or nothing: its full size,
+        whether or not every node has registered yet. Any other pool has the nodes it
+        has, not those it was created with: a person or the autoscaler may have
+        resized it since (restoring its creation size would undo that, and count
+        savings that were never made)."""
+        return max(self.nodes, self.full_size) if self.multi_host else self.nodes
+
+    @property
     def accelerator_count(self) -> int:
-        return max(self.nodes, self.full_size) * self.accelerators_per_node
+        return self.size * self.accelerators_per_node
 
 
 Method = Literal["resize", "delete"]

@@ -61,7 +61,7 @@ def saved_for(pool: PoolView, desired: Desired) -> SavedPool:
         cluster=pool.cluster, pool=pool.name,
         method="delete" if pool.multi_host else "resize",
         schedule=pool.schedule,
-        nodes_per_zone=max(1, -(-max(pool.nodes, pool.full_size) // max(pool.zones, 1))),
+        nodes_per_zone=max(1, -(-pool.size // max(pool.zones, 1))),
         autoscaling=dict(pool.autoscaling) if pool.autoscaling else None,
         spec=dict(pool.spec), accelerator_type=pool.accelerator_type,
         accelerator_count=pool.accelerator_count, team=pool.labels.get(LABEL_TEAM),

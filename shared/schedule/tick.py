@@ -233,7 +233,10 @@ def run_tick(settings: Settings, config: AccelopsConfig, *, force: bool = False,
     report = TickReport(when, clusters, outcomes, len(records))
     for line in report.lines():
         log.info(line)
-    log.info(f"pool schedule: {report.summary()}", seconds=round(time.monotonic() - started, 3))
+    # ``at``: the instant the tick planned for, which is not the log's time when
+    # the cluster's clock is not the local one (the sandbox's simulated clock).
+    log.info(f"pool schedule: {report.summary()}", at=when.isoformat(),
+             seconds=round(time.monotonic() - started, 3))
     failures = [c.error for c in clusters if c.transient] + [
         o.result for o in outcomes if o.transient]
     if failures:

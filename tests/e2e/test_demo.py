@@ -50,4 +50,68 @@ def test_the_demo_runs_every_job_through_its_whole_lifecycle_and_stops_everythin
     assert report.startswith(str(tmp_path))
     assert sorted(p.stem for p in Path(report).parent.glob("*.png")) == [
         "errors", "latency", "throughput", "tokens", "users"]
+    assert_schedule_story(out)
+    assert "sandbox stopped" in out
+
+
+def story_lines(section: str) -> list[tuple[str, str, str]]:
+    """(HH:MM, pool or first word, the rest) per line of a tick story; a line without a
+    time is one more line of the tick above it."""
+    found, when = [], ""
+    for line in section.splitlines():
+        match = re.match(r"^   (?:\w{3} (\d\d:\d\d) \w+ +| {15})(\S+) +(.*)$", line)
+        if match:
+            when = match[1] or when
+            found.append((when, match[2], match[3]))
+    return found
+
+
+def assert_schedule_story(out: str) -> None:
+    """The schedule scenario's evening and morning, as `accelops demo` prints them."""
+    start = out.index("\n2. evening")
+    evening = story_lines(out[start:out.index("\n3. morning", start)])
+    morning = story_lines(out[out.index("\n3. morning", start):out.index("\n4. ", start)])
+
+    def first(lines: list[tuple[str, str, str]], pool: str, text: str) -> int:
+        return next(i for i, (_, name, rest) in enumerate(lines)
+                    if name == pool and text in rest)
+
+    removed = {pool: first(evening, pool, text) for pool, text in (
+        ("l4-inference", "set autoscaling of l4-inference to 0..3  [pool_action remove/resize]"),
+        ("v5e-team", "delete v5e-team  [pool_action remove/delete]"),
+        ("v5e-dev", "resize v5e-dev to 0 node(s) per zone  [pool_action remove/resize]"))}
+    assert evening[removed["l4-inference"]][0] == evening[removed["v5e-team"]][0] == "19:00"
+    # The busy pool: skipped with its reason, removed on the first tick after its pod ended.
+    skipped = first(evening, "v5e-dev", "skipped, busy (1 pod(s) running: "
+                    "research/dev-notebook); removed once idle  [pool_action skip]")
+    ended = first(evening, "pod", "research/dev-notebook finished: Succeeded")
+    assert evening[skipped][0] == "19:00"
+    assert skipped < ended < removed["v5e-dev"]
+    assert evening[removed["v5e-dev"]][0] == "20:15"
+    assert not [line for line in evening if line[1] == "l4-oncall"]  # kept: never acted on
+    assert re.search(r"v5e-team deleted; l4-oncall 1 node\(s\) \(kept", out)
+    assert "accelops-pool-v5e-team" in out
+    # Morning: restores start at the lead time, every pool is ready before 08:00.
+    for pool, method in (("l4-inference", "resize"), ("v5e-dev", "resize"),
+                         ("v5e-team", "recreate")):
+        assert morning[first(morning, pool, f"[pool_action restore/{method}]")][0] == "07:30"
+    ready = re.findall(r"^   (\S+) +\w{3} 07:30 \w+ +\w{3} 07:\d\d:\d\d \w+ +\w{3} 08:00 \w+ +"
+                       r"\d+ min early$", out, re.MULTILINE)
+    assert sorted(ready) == ["l4-inference", "v5e-dev", "v5e-team"]
+    assert "v5e-team read back after its recreation: the same spec as before" in out
+    # Savings from the audit rows: accelerators x hours removed.
+    saved = dict(re.findall(r"^   (\S+) +\S+ +\d+ +\w{3} \d\d:\d\d \w+ +\w{3} 07:30 \w+ +"
+                            r"[\d.]+ +([\d.]+)$", out, re.MULTILINE))
+    assert saved == {"l4-inference": "25.0", "v5e-team": "200.0", "v5e-dev": "45.0"}
+    assert "total: 270.0 accelerator-hours" in out
+
+
+def test_the_schedule_demo_sweeps_pools_off_in_the_evening_and_back_before_morning(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "shared.cli", "demo", "--scenario",
+                             "schedule", "--state-dir", str(tmp_path / "sandbox")],
+                            capture_output=True, text=True, timeout=180, check=False)
+    out = result.stdout
+
+    assert result.returncode == 0, out + result.stderr
+    assert_schedule_story(out)
     assert "sandbox stopped" in out

@@ -84,6 +84,20 @@ def test_an_autoscaled_gpu_pool_is_saved_then_scaled_to_zero_in_two_ticks() -> N
     assert plan_pool(view(spec, 0), saved, OFF, NOW).steps == ()  # type: ignore[union-attr]
 
 
+def test_a_pool_resized_since_its_creation_comes_back_at_the_size_it_had() -> None:
+    spec = gpu_spec(nodes=3, auto=None)  # created with three nodes, scaled to one by hand
+    evening = plan_pool(view(spec, 1), None, OFF, NOW)
+    assert evening is not None
+    assert evening.audit is not None
+    assert evening.audit.accelerator_count == 1  # what the removal saves
+    saved = evening.after_audit
+    assert saved is not None
+    assert saved.nodes_per_zone == 1
+    morning = plan_pool(view(spec, 0), saved, ON, NOW)
+    assert morning is not None
+    assert [(s.kind, s.size) for s in morning.steps] == [("set_size", 1)]
+
+
 def test_a_multi_host_slice_is_deleted_after_its_whole_spec_is_saved() -> None:
     plan = plan_pool(view(slice_spec(), 4), None, OFF, NOW)
     assert plan is not None
