@@ -63,7 +63,11 @@ class ScheduleDemoError(AccelopsError):
 
 
 def _tick_interval(config: AccelopsConfig) -> dt.timedelta:
-    return dt.timedelta(seconds=dict(SCHEDULES)[config.topics.pool_schedule])
+    """The time between two of pool_schedule's ticks (its cron fires every N minutes,
+    on the marks: the scenario's moments are on them too)."""
+    [job] = [j for j in SCHEDULES if j.topic == config.topics.pool_schedule]
+    first, second = job.cron.times(dt.datetime(2026, 1, 5, tzinfo=dt.UTC), 2)
+    return second - first
 
 
 def run_schedule_scenario(sandbox: Sandbox) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from shared.errors import AccelopsError
-from shared.schedule.tick import POOL_ACTION_KIND
+from shared.metrics.pool_action import POOL_ACTION_KIND
 
 __all__ = ["Tick", "TickWatch", "WatchError"]
 
