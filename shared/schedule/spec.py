@@ -4,8 +4,8 @@
 
     pool_schedule:
       lead_time_minutes: 30            # restores start this early (creation takes minutes)
-      clusters: []                     # projects/P/locations/L/clusters/C; empty: the
-                                       # cluster named by ACCELOPS_CLUSTER
+      clusters: []                     # projects/P/locations/L/clusters/C (at most 100);
+                                       # empty: the cluster named by ACCELOPS_CLUSTER
     schedules:
       office-hours:                    # pools opt in with label accelops.dev/schedule=office-hours
         time_zone: Europe/Berlin
@@ -29,7 +29,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-__all__ = ["DAYS", "PoolScheduleConfig", "Schedule", "Window", "check_schedule_names"]
+__all__ = ["DAYS", "MAX_CLUSTERS", "PoolScheduleConfig", "Schedule", "Window",
+           "check_schedule_names"]
 
 DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _GROUPS: dict[str, tuple[str, ...]] = {
@@ -40,6 +41,10 @@ _WINDOW = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-(([01]\d|2[0-3]):([0-5]\d)|24:
 # Schedule names are label values (accelops.dev/schedule=<name>).
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9_.]{0,61}[a-z0-9])?$")
 _CLUSTER = re.compile(r"^projects/[^/]+/locations/[^/]+/clusters/[^/]+$")
+# Every tick reads every listed cluster through a Kubernetes client kept per cluster;
+# shared.kube keeps more clients than this, so none is rebuilt (and its endpoint
+# discovered again) on every tick.
+MAX_CLUSTERS = 100
 
 
 class Window(BaseModel):
@@ -135,6 +140,9 @@ class PoolScheduleConfig(BaseModel):
                 raise ValueError(f"{path!r}: must be projects/P/locations/L/clusters/C")
         if len(set(value)) != len(value):
             raise ValueError("a cluster is listed twice")
+        if len(value) > MAX_CLUSTERS:
+            raise ValueError(f"{len(value)} clusters: at most {MAX_CLUSTERS} (each tick "
+                             "reads every one; split them across deployments)")
         return value
 
 

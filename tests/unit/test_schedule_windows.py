@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from shared.config import parse_config
 from shared.errors import ConfigError
-from shared.schedule.spec import Schedule, Window
+from shared.schedule.spec import MAX_CLUSTERS, Schedule, Window
 from shared.schedule.windows import desired_state, intervals, local_instant
 
 UTC = dt.UTC
@@ -171,3 +171,11 @@ def test_a_schedule_name_must_be_usable_as_a_label_value() -> None:
 def test_a_window_prints_as_it_was_written() -> None:
     assert Window.parse("22:00-06:00").text() == "22:00-06:00"
     assert Window.parse("00:00-24:00").minutes == 1440
+
+
+def test_pool_schedule_refuses_more_clusters_than_one_tick_keeps_clients_for() -> None:
+    paths = [f"projects/p/locations/l/clusters/c{i}" for i in range(MAX_CLUSTERS + 1)]
+    with pytest.raises(ConfigError, match=f"at most {MAX_CLUSTERS}"):
+        parse_config(f"pool_schedule:\n  clusters: [{', '.join(paths)}]\n")
+    config = parse_config(f"pool_schedule:\n  clusters: [{', '.join(paths[1:])}]\n")
+    assert len(config.pool_schedule.clusters) == MAX_CLUSTERS
