@@ -212,9 +212,11 @@ def _standing(on: bool, period: str, reason: str) -> Desired:
 
 def plan_cluster(pools: list[PoolView], saved: dict[str, SavedPool],
                  schedules: dict[str, Schedule], lead_minutes: int, now: dt.datetime, *,
-                 force: bool = False) -> list[PoolPlan]:
-    """Every scheduled (or saved) pool of one cluster, planned at ``now`` (aware)."""
+                 force: bool = False, max_operations: int = 4) -> list[PoolPlan]:
+    """Every scheduled (or saved) pool of one cluster, planned at ``now`` (aware), with
+    at most ``max_operations`` node-pool operations running in the cluster."""
     desired: dict[str, Desired] = {}
+    urgency: dict[str, int] = {}
 
     def state_of(name: str) -> Desired:
         if name not in desired:
@@ -250,4 +252,31 @@ def plan_cluster(pools: list[PoolView], saved: dict[str, SavedPool],
         plan = plan_pool(pool, kept, want, now, force=force)
         if plan is not None:
             plans.append(plan)
-    return plans
+            urgency[plan.pool] = 0 if want.on and any(
+                s.kind == "create" for s in plan.steps) else (1 if want.on else 2)
+    in_flight = sum(1 for pool in pools if pool.status in _OPERATING)
+    return _within(plans, urgency, max(0, max_operations - in_flight), max_operations)
+
+
+# A pool in one of these states has an operation running (any operation: GKE counts
+# those of reconcile_slices' pools against the same limit).
+_OPERATING = ("PROVISIONING", "RECONCILING", "STOPPING")
+
+
+def _within(plans: list[PoolPlan], urgency: dict[str, int], free: int,
+            limit: int) -> list[PoolPlan]:
+    """The plans, with operations only for as many pools as the cluster has free
+    operation slots: GKE refuses more with 429, and a refused request only costs a
+    call. Recreating slices goes first (the slowest to be ready), then other restores,
+    then removals; the rest wait for a later tick, in the same order."""
+    ranked = sorted((p for p in plans if any(s.operation for s in p.steps)),
+                    key=lambda p: (urgency.get(p.pool, 2), p.pool))
+    waiting = {p.pool for p in ranked[free:]}
+    out = []
+    for plan in plans:
+        if plan.pool in waiting:
+            plan = PoolPlan(plan.cluster, plan.pool,
+                            f"{plan.note}: waiting for a free operation slot (at most "
+                            f"{limit} at once in the cluster)")
+        out.append(plan)
+    return out

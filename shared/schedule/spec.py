@@ -4,6 +4,7 @@
 
     pool_schedule:
       lead_time_minutes: 30            # restores start this early (creation takes minutes)
+      max_concurrent_operations: 4     # node-pool operations running at once per cluster
       clusters: []                     # projects/P/locations/L/clusters/C (at most 100);
                                        # empty: the cluster named by ACCELOPS_CLUSTER
     schedules:
@@ -128,6 +129,9 @@ class PoolScheduleConfig(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     lead_time_minutes: Annotated[int, Field(ge=0, le=720)] = 30
+    # Node-pool operations running at once in a cluster (those of reconcile_slices
+    # count too); GKE's own limit has been seen at 5. A tick starts no more.
+    max_concurrent_operations: Annotated[int, Field(ge=1, le=20)] = 4
     # Clusters whose pools are in scope, as projects/P/locations/L/clusters/C; empty:
     # the cluster the environment names.
     clusters: tuple[str, ...] = ()

@@ -114,9 +114,10 @@ def plan_tick(settings: Settings, config: AccelopsConfig, at: dt.datetime | None
     when = at or _now(clusters)
     for cluster in clusters:
         if cluster.kube is not None:
-            cluster.plans = plan_cluster(cluster.pools, cluster.saved, config.schedules,
-                                         config.pool_schedule.lead_time_minutes, when,
-                                         force=force)
+            cluster.plans = plan_cluster(
+                cluster.pools, cluster.saved, config.schedules,
+                config.pool_schedule.lead_time_minutes, when, force=force,
+                max_operations=config.pool_schedule.max_concurrent_operations)
     return when, clusters
 
 

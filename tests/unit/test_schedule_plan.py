@@ -259,3 +259,27 @@ def test_restoring_recreates_exactly_the_spec_that_was_saved(data: st.DataObject
     assert restored is not None
     created = restored.steps[0].spec
     assert created == {k: v for k, v in spec.items() if k not in OUTPUT_ONLY}
+
+
+def test_a_tick_starts_no_more_operations_than_the_cluster_has_free_slots_restores_first(
+        ) -> None:
+    office = Schedule(time_zone="UTC", on_hours={"weekdays": ["06:00-18:00"]})
+    morning = dt.datetime(2026, 11, 24, 5, 45, tzinfo=dt.UTC)  # in the lead time
+    evening_pools = [view(gpu_spec(f"gpu-{i}"), 2) for i in range(6)]
+    busy = view({**gpu_spec("other"), "status": "RECONCILING"}, 1)
+    plans = plan_cluster([*evening_pools, busy], {}, {"office": office}, 30, NOW,
+                         max_operations=4)
+    started = [p.pool for p in plans if any(s.operation for s in p.steps)]
+    assert started == ["gpu-0", "gpu-1", "gpu-2"]  # 4 slots, one taken by "other"
+    assert all("waiting for a free operation slot" in p.note
+               for p in plans if p.pool in {"gpu-3", "gpu-4", "gpu-5"})
+    assert all(p.audit is None for p in plans if p.pool in {"gpu-3", "gpu-4", "gpu-5"})
+
+    removed_slice = saved_for(view(slice_spec("z-slice"), 4), OFF).with_changes(removed_at="t")
+    removed_gpu = saved_for(view(gpu_spec("a-gpu"), 2), OFF).with_changes(removed_at="t")
+    pools_now = [view(gpu_spec("a-gpu", auto=(0, 4)), 0)]
+    plans = plan_cluster(pools_now, {"a-gpu": removed_gpu, "z-slice": removed_slice},
+                         {"office": office}, 30, morning, max_operations=1)
+    # The slice is the slowest to come back: it is recreated first.
+    assert [(p.pool, [s.kind for s in p.steps]) for p in plans] == [
+        ("a-gpu", []), ("z-slice", ["create"])]
