@@ -18,8 +18,9 @@ Every action due now is returned, deletions first, then the longest waiting. Of
 those, ``start`` holds what this run starts: GKE runs node-pool operations on
 different pools in parallel, so up to ``max_concurrent_operations`` may be in
 flight (those already running count), never two on one pool. All slices of a
-multi-slice JobSet are adjacent in the order, so they are requested together
-when the limit allows.
+multi-slice JobSet are adjacent in the order and start in the same run: when the
+free slots cannot hold them all, they (and the creates behind them) wait for
+slots rather than start some slices minutes before the others.
 """
 
 from __future__ import annotations
@@ -128,19 +129,44 @@ def _live_failures(observed: Observed,
 
 
 def _select(actions: list[Action], observed: Observed, settings: SliceConfig,
-            inflight: Collection[str]) -> tuple[Action, ...]:
-    """The actions to start now: in order, up to the free slots, one per pool."""
+            inflight: Collection[str]) -> tuple[tuple[Action, ...], str | None]:
+    """The actions to start now: in order, up to the free slots, one per pool.
+
+    A JobSet's creates start together or wait together: its pods run only once
+    every slice is there, so a slice created alone would sit idle (and billed) for
+    a whole create of its siblings. When the free slots cannot hold all its missing
+    slices (or, for a JobSet with more slices than the limit, every slot), its
+    creates wait, and so do the creates behind it, so that younger JobSets cannot
+    keep taking the slots it waits for. Returns the actions and, if a JobSet
+    waits so, why.
+    """
+    limit = settings.max_concurrent_operations
     busy = set(inflight) | {p.name for p in observed.pools if p.managed and p.status in _BUSY}
-    slots = settings.max_concurrent_operations - len(busy)
+    slots = limit - len(busy)
+    wanted: dict[str, int] = {}
+    for action in actions:
+        if isinstance(action, CreatePool) and action.pool not in busy:
+            wanted[action.jobset] = wanted.get(action.jobset, 0) + 1
     chosen: list[Action] = []
+    held: str | None = None
     for action in actions:
         if len(chosen) >= slots:
             break
         if action.pool in busy:
             continue
+        if isinstance(action, CreatePool):
+            if held is not None:
+                continue
+            together = min(wanted[action.jobset], limit)
+            free = slots - len(chosen)
+            if free < together and not any(
+                    isinstance(a, CreatePool) and a.jobset == action.jobset for a in chosen):
+                held = (f"{action.jobset}: its {together} slice creates start together, "
+                        f"when {together} of {limit} operation slots are free ({free} now)")
+                continue
         busy.add(action.pool)
         chosen.append(action)
-    return tuple(chosen)
+    return tuple(chosen), held
 
 
 def _why_idle(pool: PoolView, jobset: JobSetView | None) -> tuple[str, float | None] | None:
@@ -207,5 +233,8 @@ def plan_slices(observed: Observed, settings: SliceConfig, now: float,
     # quota for the next job; then the work that has waited longest.
     # A JobSet's slices stay adjacent, so they start together when the limit allows.
     actions.sort(key=lambda a: (a.kind != "delete", a.due, a.jobset or "", a.pool))
+    start, held = _select(actions, observed, settings, inflight)
+    if held is not None:
+        waiting.append(held)
     return Plan(actions=tuple(actions), waiting=tuple(waiting), idle_since=idle,
-                start=_select(actions, observed, settings, inflight), failures=failures)
+                start=start, failures=failures)
