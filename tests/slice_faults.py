@@ -17,8 +17,8 @@ from sandbox.gke.state import Delays
 from sandbox.runner import Sandbox
 from shared.config import SliceConfig
 
-__all__ = ["SANDBOX_DELAYS", "backoff_delay", "busy_attempts", "control", "create_requests",
-           "operations", "reconcile_runs", "stockout_attempts"]
+__all__ = ["SANDBOX_DELAYS", "attempts_of", "backoff_delay", "busy_attempts", "control",
+           "create_requests", "operations", "reconcile_runs", "stockout_attempts"]
 
 _POOLS = "/nodePools"
 # The sandbox GKE API's operation times (the sandbox runs with the defaults).
@@ -56,6 +56,20 @@ def operations(sandbox: Sandbox, kind: str = "CREATE_NODE_POOL") -> list[dict[st
     """The GKE operations of one type, oldest first, with simulated start and end times."""
     return [op for op in control(sandbox, "operations")["operations"]
             if op["operation_type"] == kind]
+
+
+def attempts_of(creates: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """Create operations grouped into attempts: a create started before any create of
+    the attempt before it ended belongs to that attempt (the next attempt can only
+    start once a failure was seen)."""
+    groups: list[list[dict[str, Any]]] = []
+    for op in sorted(creates, key=lambda o: o["start_time"]):
+        if groups and op["start_time"] < min(o["end_time"] or op["start_time"] + 1
+                                             for o in groups[-1]):
+            groups[-1].append(op)
+        else:
+            groups.append([op])
+    return groups
 
 
 def backoff_delay(attempt: int, settings: SliceConfig) -> float:

@@ -27,6 +27,7 @@ from shared.slices.observe import parse_time
 from tests.e2e.conftest import wait_for
 from tests.e2e.test_slices_e2e import finished, jobset, pools, publish, request
 from tests.slice_faults import (
+    attempts_of,
     backoff_delay,
     busy_attempts,
     control,
@@ -85,20 +86,6 @@ def jobset_name(custom: k8s.CustomObjectsApi, request_id: str) -> str:
 def pool_names(custom: k8s.CustomObjectsApi, request_id: str, slices: int) -> list[str]:
     name = jobset_name(custom, request_id)
     return [pool_name("research", name, i) for i in range(slices)]
-
-
-def attempts_of(creates: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """Create operations grouped into attempts: a create started before any create of
-    the attempt before it ended belongs to that attempt (the next attempt can only
-    start once a failure was seen)."""
-    groups: list[list[dict[str, Any]]] = []
-    for op in sorted(creates, key=lambda o: o["start_time"]):
-        if groups and op["start_time"] < min(o["end_time"] or op["start_time"] + 1
-                                             for o in groups[-1]):
-            groups[-1].append(op)
-        else:
-            groups.append([op])
-    return groups
 
 
 def in_flight_spans(core: k8s.CoreV1Api, since: float,
