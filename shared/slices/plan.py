@@ -19,12 +19,13 @@ those, ``start`` holds what this run starts: GKE runs node-pool operations on
 different pools in parallel, so up to ``max_concurrent_operations`` may be in
 flight (those already running count), never two on one pool. All slices of a
 multi-slice JobSet are adjacent in the order and start in the same run: when the
-free slots cannot hold them all, they (and the creates behind them) wait for
-slots rather than start some slices minutes before the others.
+free slots cannot hold them all, they wait for slots rather than start some slices
+minutes before the others, and younger JobSets that fit may go first for a while.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Mapping
 
 from shared.config import SliceConfig
@@ -42,9 +43,14 @@ from shared.slices.model import (
     SliceFailure,
 )
 
-__all__ = ["next_capacity", "plan_slices", "pool_spec"]
+__all__ = ["BACKFILL_SECONDS", "next_capacity", "plan_slices", "pool_spec"]
 
 _BUSY = ("PROVISIONING", "RECONCILING", "STOPPING")
+# A JobSet waiting for enough free operation slots for all its slices lets younger
+# JobSets' creates use the free ones until it has been due this long (a few node-pool
+# creates); from then on it holds them back, so a stream of small JobSets cannot keep
+# it waiting for ever.
+BACKFILL_SECONDS = 600.0
 
 
 def next_capacity(jobset: JobSetView, failure: SliceFailure | None,
@@ -129,44 +135,47 @@ def _live_failures(observed: Observed,
 
 
 def _select(actions: list[Action], observed: Observed, settings: SliceConfig,
-            inflight: Collection[str]) -> tuple[tuple[Action, ...], str | None]:
+            inflight: Collection[str], now: float) -> tuple[tuple[Action, ...], list[str]]:
     """The actions to start now: in order, up to the free slots, one per pool.
 
     A JobSet's creates start together or wait together: its pods run only once
     every slice is there, so a slice created alone would sit idle (and billed) for
     a whole create of its siblings. When the free slots cannot hold all its missing
     slices (or, for a JobSet with more slices than the limit, every slot), its
-    creates wait, and so do the creates behind it, so that younger JobSets cannot
-    keep taking the slots it waits for. Returns the actions and, if a JobSet
-    waits so, why.
+    creates wait; younger JobSets whose slices fit may use the free slots meanwhile,
+    until it has been due for BACKFILL_SECONDS. Returns the actions and why JobSets
+    wait.
     """
     limit = settings.max_concurrent_operations
     busy = set(inflight) | {p.name for p in observed.pools if p.managed and p.status in _BUSY}
     slots = limit - len(busy)
-    wanted: dict[str, int] = {}
-    for action in actions:
-        if isinstance(action, CreatePool) and action.pool not in busy:
-            wanted[action.jobset] = wanted.get(action.jobset, 0) + 1
+    wanted = Counter(a.jobset for a in actions if isinstance(a, CreatePool)
+                     and a.pool not in busy)
     chosen: list[Action] = []
-    held: str | None = None
+    starting: set[str] = set()  # JobSets whose creates start in this run
+    waiting: dict[str, str] = {}  # JobSets whose creates wait for room, and why
+    holding = False  # a JobSet waiting for room holds back every younger one
     for action in actions:
         if len(chosen) >= slots:
             break
         if action.pool in busy:
             continue
-        if isinstance(action, CreatePool):
-            if held is not None:
+        if isinstance(action, CreatePool) and action.jobset not in starting:
+            if holding or action.jobset in waiting:
                 continue
             together = min(wanted[action.jobset], limit)
             free = slots - len(chosen)
-            if free < together and not any(
-                    isinstance(a, CreatePool) and a.jobset == action.jobset for a in chosen):
-                held = (f"{action.jobset}: its {together} slice creates start together, "
-                        f"when {together} of {limit} operation slots are free ({free} now)")
+            if free < together:
+                holding = now - action.due >= BACKFILL_SECONDS
+                waiting[action.jobset] = (
+                    f"{action.jobset}: its {together} slice creates start together, when "
+                    f"{together} of {limit} operation slots are free ({free} now)"
+                    + ("; younger JobSets wait behind it" if holding else ""))
                 continue
+            starting.add(action.jobset)
         busy.add(action.pool)
         chosen.append(action)
-    return tuple(chosen), held
+    return tuple(chosen), list(waiting.values())
 
 
 def _why_idle(pool: PoolView, jobset: JobSetView | None) -> tuple[str, float | None] | None:
@@ -233,8 +242,7 @@ def plan_slices(observed: Observed, settings: SliceConfig, now: float,
     # quota for the next job; then the work that has waited longest.
     # A JobSet's slices stay adjacent, so they start together when the limit allows.
     actions.sort(key=lambda a: (a.kind != "delete", a.due, a.jobset or "", a.pool))
-    start, held = _select(actions, observed, settings, inflight)
-    if held is not None:
-        waiting.append(held)
+    start, held = _select(actions, observed, settings, inflight, now)
+    waiting.extend(held)
     return Plan(actions=tuple(actions), waiting=tuple(waiting), idle_since=idle,
                 start=start, failures=failures)

@@ -4,6 +4,7 @@ per pool, and the slices of one JobSet started together."""
 from __future__ import annotations
 
 from shared.config import SliceConfig
+from shared.slices.plan import BACKFILL_SECONDS
 from tests.unit.test_slice_planner import NOW, jobset, plan, pool
 
 
@@ -25,20 +26,40 @@ def test_operations_in_flight_use_up_the_limit():
     assert len(result.actions) == 3
 
 
-def test_a_multi_slice_jobset_waits_for_room_for_all_its_slices_and_so_do_younger_ones():
-    older = jobset(name="older", slices=3, created_at=NOW - 300)
-    younger = jobset(name="younger", slices=1, created_at=NOW - 100)
+def test_a_multi_slice_jobset_waits_for_room_for_all_its_slices_together():
+    js = jobset(slices=3)
     settings = SliceConfig(max_concurrent_operations=4)
 
-    crowded = plan([older, younger], settings=settings, inflight={"a", "b"})
-    room = plan([older, younger], settings=settings, inflight={"a"})
+    crowded = plan([js], settings=settings, inflight={"a", "b"})
+    room = plan([js], settings=settings, inflight={"a"})
 
     assert crowded.start == ()
-    assert len(crowded.actions) == 4
-    assert any("research/older: its 3 slice creates start together" in note
-               for note in crowded.waiting)
-    assert [(a.jobset, a.slice_index) for a in room.start] == [
-        ("research/older", 0), ("research/older", 1), ("research/older", 2)]
+    assert len(crowded.actions) == 3
+    assert any("research/llama: its 3 slice creates start together, when 3 of 4 operation "
+               "slots are free (2 now)" in note for note in crowded.waiting)
+    assert [a.slice_index for a in room.start] == [0, 1, 2]
+
+
+def test_a_younger_jobset_may_use_the_slots_a_waiting_one_cannot_use_yet():
+    older = jobset(name="older", slices=3, created_at=NOW - 300)
+    younger = jobset(name="younger", slices=1, created_at=NOW - 100)
+
+    result = plan([older, younger], settings=SliceConfig(max_concurrent_operations=4),
+                  inflight={"a", "b"})
+
+    assert [a.jobset for a in result.start] == ["research/younger"]
+
+
+def test_a_jobset_waiting_long_for_room_holds_back_the_younger_ones():
+    older = jobset(name="older", slices=3, created_at=NOW - BACKFILL_SECONDS)
+    younger = jobset(name="younger", slices=1, created_at=NOW - 100)
+
+    result = plan([older, younger], settings=SliceConfig(max_concurrent_operations=4),
+                  inflight={"a", "b"})
+
+    assert result.start == ()
+    assert any("research/older" in note and "younger JobSets wait behind it" in note
+               for note in result.waiting)
 
 
 def test_a_jobset_with_more_slices_than_the_limit_starts_when_every_slot_is_free():
