@@ -30,7 +30,7 @@ from sandbox.loadtest import (
     write_html,
 )
 from sandbox.runner import Sandbox, SandboxError
-from sandbox.topology import ALL_PARTS, FUNCTIONS, PROJECT
+from sandbox.topology import ALL_PARTS, FUNCTIONS, PROJECT, SCHEDULES
 from shared.config import Topics
 from shared.errors import AccelopsError
 from shared.kube import JOBSETS
@@ -47,6 +47,8 @@ WAIT_SECONDS = 30.0
 LIFECYCLE_SECONDS = 120.0  # real seconds; the whole lifecycle takes ~30 s at 120x
 DEMO_SPEED = 120.0
 LOAD_USERS, LOAD_SECONDS = 4, 12
+# Simulated seconds between the scheduler's reconcile_slices runs.
+RECONCILE_TICK = dict(SCHEDULES)[Topics().slices_reconcile]
 
 
 def _publish(publisher: Any, topic: str, data: bytes) -> str:
@@ -269,22 +271,36 @@ def _minutes(seconds: float | None) -> str:
     return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
 
 
+def _clock(seconds: float | None) -> str:
+    return "-" if seconds is None else time.strftime("%H:%M:%S", time.gmtime(seconds))
+
+
+def _header(t: Any) -> str:
+    """One line per job: how far apart its slices were requested and became ready."""
+    if len(t.slices) == 1:
+        return f"   {t.name}: 1 slice"
+    return (f"   {t.name}: {len(t.slices)} slices requested within "
+            f"{_minutes(t.create_spread)}, ready within {_minutes(t.ready_spread)}")
+
+
 def print_timelines(timelines: list[Any]) -> None:
-    """A table per job, then one line per slice (simulated minutes)."""
+    """A table per job, then per job its slices: when each create was requested and
+    each pool became ready (simulated clock), so parallel requests show as one tick."""
     header = ("JobSet", "TPU", "outcome", "queue wait", "provisioning", "run", "chip-hours")
     rows = [header] + [
         (t.name, t.tpu_type, t.outcome or "-", _minutes(t.queue_wait),
          _minutes(t.provisioning), _minutes(t.run_time),
          f"{t.chip_hours:.1f}" if t.chip_hours is not None else "-") for t in timelines]
     print("\n" + _table(rows))
-    print("\n   per slice: admission -> create request, create request -> pool ready, "
-          "job end -> delete request (idle)")
+    print(f"\n   per slice, on the simulated clock (reconcile_slices runs every "
+          f"{_minutes(RECONCILE_TICK)}): create requested, pool ready, admission -> create "
+          "request, job end -> delete request (idle)")
     for t in timelines:
+        print(_header(t))
         for piece in t.slices:
-            ready = (None if piece.ready is None or piece.create_requested is None
-                     else piece.ready - piece.create_requested)
-            print(f"   {piece.pool:<40} {_minutes(t.admission_to_create(piece)):>7} "
-                  f"{_minutes(ready):>7} {_minutes(t.idle(piece)):>7}")
+            print(f"   {piece.pool:<40} {_clock(piece.create_requested)} "
+                  f"{_clock(piece.ready)} {_minutes(t.admission_to_create(piece)):>7} "
+                  f"{_minutes(t.idle(piece)):>7}")
 
 
 def main(args: argparse.Namespace) -> int:

@@ -1,9 +1,10 @@
 """Per-job timelines from what the cluster and GKE recorded (pure).
 
 Used by the demo and the benchmarks: queue wait (submitted → admitted by Kueue),
-provisioning (admitted → every pod running), run time, chip-hours, and per slice
-the latency from admission to the create request and the idle time between the
-job's end and the delete request of its pool.
+provisioning (admitted → every pod running), run time, chip-hours; per slice the
+latency from admission to the create request and the idle time between the job's
+end and the delete request of its pool; and per job how far apart its slices were
+requested and became ready.
 """
 
 from __future__ import annotations
@@ -72,6 +73,24 @@ class JobTimeline:
         if self.admitted is None or piece.create_requested is None:
             return None
         return piece.create_requested - self.admitted
+
+    @property
+    def create_spread(self) -> float | None:
+        """Seconds from the first slice's create request to the last one's."""
+        return _spread([piece.create_requested for piece in self.slices])
+
+    @property
+    def ready_spread(self) -> float | None:
+        """Seconds from the first slice's pool ready to the last one's: the job runs
+        only once every slice is there, so the early ones wait this long, idle."""
+        return _spread([piece.ready for piece in self.slices])
+
+
+def _spread(moments: list[float | None]) -> float | None:
+    known = [m for m in moments if m is not None]
+    if not known or len(known) < len(moments):
+        return None
+    return max(known) - min(known)
 
 
 _Span = tuple[float | None, float | None]

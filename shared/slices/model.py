@@ -119,24 +119,35 @@ Action = CreatePool | DeletePool
 
 @dataclass(frozen=True, slots=True)
 class SliceFailure:
-    """A JobSet's streak of failed pool creates, and when it may try again."""
+    """A JobSet's streak of failed pool creates, and when it may try again.
+
+    One attempt is every create of the JobSet started before its failure was seen:
+    the slices of a multi-slice JobSet are requested together and, in a stockout,
+    fail together, which is one attempt, not one per slice.
+    """
 
     attempts: int
     next_attempt: float  # epoch seconds
     reason: str  # GKE's message
     capacity: str  # the capacity of the attempt that failed
     pool: str
+    seen: float = 0.0  # when the last failure was seen (epoch seconds); 0: unknown
 
     def as_dict(self) -> dict[str, object]:
         return {"attempts": self.attempts, "next_attempt": self.next_attempt,
-                "reason": self.reason, "capacity": self.capacity, "pool": self.pool}
+                "reason": self.reason, "capacity": self.capacity, "pool": self.pool,
+                "seen": self.seen}
 
     @classmethod
     def from_dict(cls, raw: dict[str, object]) -> SliceFailure:
         return cls(attempts=int(str(raw.get("attempts", 1))),
                    next_attempt=float(str(raw.get("next_attempt", 0.0))),
                    reason=str(raw.get("reason", "")), capacity=str(raw.get("capacity", "")),
-                   pool=str(raw.get("pool", "")))
+                   pool=str(raw.get("pool", "")), seen=float(str(raw.get("seen", 0.0))))
+
+    def covers(self, started: float) -> bool:
+        """Whether a create started at ``started`` belongs to the attempt already counted."""
+        return self.seen > 0.0 and started <= self.seen
 
 
 @dataclass(frozen=True, slots=True)

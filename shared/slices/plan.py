@@ -18,12 +18,14 @@ Every action due now is returned, deletions first, then the longest waiting. Of
 those, ``start`` holds what this run starts: GKE runs node-pool operations on
 different pools in parallel, so up to ``max_concurrent_operations`` may be in
 flight (those already running count), never two on one pool. All slices of a
-multi-slice JobSet are adjacent in the order, so they are requested together
-when the limit allows.
+multi-slice JobSet are adjacent in the order and start in the same run: when the
+free slots cannot hold them all, they wait for slots rather than start some slices
+minutes before the others, and younger JobSets that fit may go first for a while.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Collection, Mapping
 
 from shared.config import SliceConfig
@@ -41,9 +43,14 @@ from shared.slices.model import (
     SliceFailure,
 )
 
-__all__ = ["next_capacity", "plan_slices", "pool_spec"]
+__all__ = ["BACKFILL_SECONDS", "next_capacity", "plan_slices", "pool_spec"]
 
 _BUSY = ("PROVISIONING", "RECONCILING", "STOPPING")
+# A JobSet waiting for enough free operation slots for all its slices lets younger
+# JobSets' creates use the free ones until it has been due this long (a few node-pool
+# creates); from then on it holds them back, so a stream of small JobSets cannot keep
+# it waiting for ever.
+BACKFILL_SECONDS = 600.0
 
 
 def next_capacity(jobset: JobSetView, failure: SliceFailure | None,
@@ -128,19 +135,47 @@ def _live_failures(observed: Observed,
 
 
 def _select(actions: list[Action], observed: Observed, settings: SliceConfig,
-            inflight: Collection[str]) -> tuple[Action, ...]:
-    """The actions to start now: in order, up to the free slots, one per pool."""
+            inflight: Collection[str], now: float) -> tuple[tuple[Action, ...], list[str]]:
+    """The actions to start now: in order, up to the free slots, one per pool.
+
+    A JobSet's creates start together or wait together: its pods run only once
+    every slice is there, so a slice created alone would sit idle (and billed) for
+    a whole create of its siblings. When the free slots cannot hold all its missing
+    slices (or, for a JobSet with more slices than the limit, every slot), its
+    creates wait; younger JobSets whose slices fit may use the free slots meanwhile,
+    until it has been due for BACKFILL_SECONDS. Returns the actions and why JobSets
+    wait.
+    """
+    limit = settings.max_concurrent_operations
     busy = set(inflight) | {p.name for p in observed.pools if p.managed and p.status in _BUSY}
-    slots = settings.max_concurrent_operations - len(busy)
+    slots = limit - len(busy)
+    wanted = Counter(a.jobset for a in actions if isinstance(a, CreatePool)
+                     and a.pool not in busy)
     chosen: list[Action] = []
+    starting: set[str] = set()  # JobSets whose creates start in this run
+    waiting: dict[str, str] = {}  # JobSets whose creates wait for room, and why
+    holding = False  # a JobSet waiting for room holds back every younger one
     for action in actions:
         if len(chosen) >= slots:
             break
         if action.pool in busy:
             continue
+        if isinstance(action, CreatePool) and action.jobset not in starting:
+            if holding or action.jobset in waiting:
+                continue
+            together = min(wanted[action.jobset], limit)
+            free = slots - len(chosen)
+            if free < together:
+                holding = now - action.due >= BACKFILL_SECONDS
+                waiting[action.jobset] = (
+                    f"{action.jobset}: its {together} slice creates start together, when "
+                    f"{together} of {limit} operation slots are free ({free} now)"
+                    + ("; younger JobSets wait behind it" if holding else ""))
+                continue
+            starting.add(action.jobset)
         busy.add(action.pool)
         chosen.append(action)
-    return tuple(chosen)
+    return tuple(chosen), list(waiting.values())
 
 
 def _why_idle(pool: PoolView, jobset: JobSetView | None) -> tuple[str, float | None] | None:
@@ -207,5 +242,7 @@ def plan_slices(observed: Observed, settings: SliceConfig, now: float,
     # quota for the next job; then the work that has waited longest.
     # A JobSet's slices stay adjacent, so they start together when the limit allows.
     actions.sort(key=lambda a: (a.kind != "delete", a.due, a.jobset or "", a.pool))
+    start, held = _select(actions, observed, settings, inflight, now)
+    waiting.extend(held)
     return Plan(actions=tuple(actions), waiting=tuple(waiting), idle_since=idle,
-                start=_select(actions, observed, settings, inflight), failures=failures)
+                start=start, failures=failures)

@@ -75,12 +75,21 @@ def _delay(attempts: int, config: AccelopsConfig) -> float:
 
 
 def _fail_create(record: SliceRecord, config: AccelopsConfig, now: float, jobset: str,
-                 pool: str, capacity: str, reason: str) -> SliceFailure:
-    """Count a failed create against its JobSet: its next attempt waits, doubling."""
+                 pool: str, capacity: str, reason: str, started: float) -> SliceFailure:
+    """Count a failed create against its JobSet: its next attempt waits, doubling.
+
+    A create started before the JobSet's last failure was seen (``started``) is a
+    slice of that same attempt: counting each slice would double the backoff once
+    per slice and skip attempt numbers in the Events.
+    """
     previous = record.failure_views().get(jobset)
+    if previous is not None and previous.covers(started):
+        log.info(f"creating node pool {pool} for {jobset} failed too (attempt "
+                 f"{previous.attempts}): {reason}", pool=pool, jobset=jobset)
+        return previous
     attempts = (previous.attempts if previous else 0) + 1
     failure = SliceFailure(attempts=attempts, next_attempt=now + _delay(attempts, config),
-                           reason=reason, capacity=capacity, pool=pool)
+                           reason=reason, capacity=capacity, pool=pool, seen=now)
     record.failures = {**record.failures, jobset: dict(failure.as_dict())}
     log.warning(f"creating node pool {pool} for {jobset} failed (attempt {attempts}, "
                 f"{capacity}); next attempt in {failure.next_attempt - now:.0f}s: {reason}",
@@ -116,7 +125,8 @@ def _check_operations(record: SliceRecord, settings: Settings, config: AccelopsC
         if operation.error and inflight["action"] == "create" and inflight.get("jobset"):
             failed[inflight["jobset"]] = _fail_create(
                 record, config, now, inflight["jobset"], inflight["pool"],
-                str(inflight.get("capacity") or ""), operation.error)
+                str(inflight.get("capacity") or ""), operation.error,
+                float(inflight.get("started") or now))
     record.operations = still
     return busy_run, failed
 
@@ -223,6 +233,8 @@ def _act(plan: Plan, observed: Observed, record: SliceRecord, kube: KubeClient,
         record.operations = [*settled, *(intents[a.pool] for a, _ in started)]
 
     for action in plan.start:
+        if isinstance(action, CreatePool) and action.jobset in failed:
+            continue  # its other slices would be refused the same way; it backs off
         try:
             operation = _start(action, settings)
         except (OperationInProgressError, RateLimitedError) as exc:
@@ -243,7 +255,7 @@ def _act(plan: Plan, observed: Observed, record: SliceRecord, kube: KubeClient,
                 # This JobSet's request (shape, reservation) is refused: it backs off
                 # alone, the other JobSets go on.
                 failure = _fail_create(record, config, now, action.jobset, action.pool,
-                                       _capacity(action) or "", exc.message)
+                                       _capacity(action) or "", exc.message, now)
                 report_failure(kube, action.jobset, failure, now)
                 failed = (*failed, action.jobset)
                 continue

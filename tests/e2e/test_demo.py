@@ -34,6 +34,13 @@ def test_the_demo_runs_every_job_through_its_whole_lifecycle_and_stops_everythin
     assert len(waits) == 2
     assert max(waits) >= 5
     assert len(re.findall(r"^   \S+-s\d\s", out, re.MULTILINE)) == 9  # one line per slice
+    # Each slice's create request and ready time on the simulated clock; a multi-slice
+    # JobSet's slices are requested together, in one reconcile run (a tick is 1m00s).
+    assert re.search(r"^   mixtral-sft-\w+-\w+-s2\s+\d\d:\d\d:\d\d \d\d:\d\d:\d\d\s", out,
+                     re.MULTILINE)
+    spreads = re.findall(r"^   \S+: [23] slices requested within 0m(\d\d)s, ready within "
+                         r"0m(\d\d)s$", out, re.MULTILINE)
+    assert len(spreads) == 3  # llama, mixtral, serve-large
     # The load tests ran, and every request Locust made reached the views.
     made = re.findall(r"locust made (\d+) requests", out)
     assert len(made) == 3  # the jobs scenario's, then v1 steady and through the v2 switch

@@ -8,7 +8,6 @@ through the sandbox GKE API; pods run and finish; pools are deleted.
 from __future__ import annotations
 
 import json
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -22,26 +21,12 @@ from shared import gke
 from shared.config import Settings
 from shared.names import pool_name
 from tests.e2e.conftest import wait_for
+from tests.slice_faults import control
 
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 SANDBOX_SPEED = 300.0  # a simulated minute every 0.2 s
-
-
-
-
-
-
-
-
-def control(sandbox: Sandbox, path: str, body: dict[str, Any] | None = None) -> Any:
-    request = urllib.request.Request(
-        f"{sandbox.gke_url}/sandbox/v1/{path}", method="POST" if body is not None else "GET",
-        data=json.dumps(body).encode() if body is not None else None,
-        headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(request, timeout=10) as response:
-        return json.loads(response.read() or b"null")
 
 
 def publish(body: dict[str, Any]) -> str:

@@ -343,3 +343,34 @@ def test_a_failing_jobset_does_not_hold_up_the_others(app_client, kube_api, gke_
 
     assert [a.jobset for a, _ in report.started] == [
         f"research/{other['metadata']['name']}"]
+
+
+def test_the_slices_of_a_jobset_failing_in_one_stockout_count_as_one_attempt(
+    app_client, kube_api, gke_api, clock, tmp_path, monkeypatch
+):
+    use_slice_config(tmp_path, monkeypatch, backoff_initial_seconds=60, backoff_max_seconds=600)
+    jobset = submit(app_client, tpu={"type": "v5litepod-16", "slices": 3})
+    admit(kube_api, jobset)
+    name, key = jobset["metadata"]["name"], f"research/{jobset['metadata']['name']}"
+    client = kube.get_client()
+    gke_api.faults.stockout_for(10_000)
+    t0 = 1_900_000_000.0
+
+    assert len(reconcile(now=t0).started) == 3
+    clock.advance(200)  # all three creates end in ERROR
+    reconcile(now=t0 + 10)
+    first = state(client)["failures"][key]
+    clock.advance(100)  # the ERROR pools are gone
+    assert len(reconcile(now=t0 + 71).started) == 3  # one backoff later, not three
+    clock.advance(200)
+    reconcile(now=t0 + 80)
+    second = state(client)["failures"][key]
+
+    assert (first["attempts"], first["next_attempt"]) == (1, t0 + 10 + 60)
+    assert (second["attempts"], second["next_attempt"]) == (2, t0 + 80 + 120)
+    events = sorted(e["metadata"]["name"] for e in client.list(kube.EVENTS, "research")
+                    if e["involvedObject"]["name"] == name)
+    assert events == [f"{name}.slice-failure-1", f"{name}.slice-failure-2"]
+    annotation = client.get(kube.JOBSETS, name, "research")["metadata"]["annotations"][
+        "accelops.dev/slice-failure"]
+    assert json.loads(annotation)["attempts"] == 2
