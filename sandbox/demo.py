@@ -30,7 +30,7 @@ from sandbox.loadtest import (
     write_html,
 )
 from sandbox.runner import Sandbox, SandboxError
-from sandbox.topology import ALL_PARTS, FUNCTIONS, PROJECT, SCHEDULES
+from sandbox.topology import ALL_PARTS, FUNCTIONS, PROJECT, tick_seconds
 from shared.config import Topics
 from shared.errors import AccelopsError
 from shared.kube import JOBSETS
@@ -48,7 +48,7 @@ LIFECYCLE_SECONDS = 120.0  # real seconds; the whole lifecycle takes ~30 s at 12
 DEMO_SPEED = 120.0
 LOAD_USERS, LOAD_SECONDS = 4, 12
 # Simulated seconds between the scheduler's reconcile_slices runs.
-RECONCILE_TICK = dict(SCHEDULES)[Topics().slices_reconcile]
+RECONCILE_TICK = tick_seconds(Topics().slices_reconcile)
 
 
 def _publish(publisher: Any, topic: str, data: bytes) -> str:

@@ -36,7 +36,7 @@ from sandbox.schedule_pools import busy_pod, demo_pools
 from sandbox.schedule_report import Saving, flat_spec, ready_at, savings, spec_differences
 from sandbox.schedule_story import SETUP_BEFORE_CLOSE, Day, Story
 from sandbox.schedule_watch import Tick, TickWatch
-from sandbox.topology import PROJECT, SCHEDULES
+from sandbox.topology import PROJECT, tick_seconds
 from shared.config import AccelopsConfig, load_config
 from shared.errors import AccelopsError
 from shared.schedule.plan import OUTPUT_ONLY
@@ -63,11 +63,9 @@ class ScheduleDemoError(AccelopsError):
 
 
 def _tick_interval(config: AccelopsConfig) -> dt.timedelta:
-    """The time between two of pool_schedule's ticks (its cron fires every N minutes,
-    on the marks: the scenario's moments are on them too)."""
-    [job] = [j for j in SCHEDULES if j.topic == config.topics.pool_schedule]
-    first, second = job.cron.times(dt.datetime(2026, 1, 5, tzinfo=dt.UTC), 2)
-    return second - first
+    """The time between two of pool_schedule's ticks (on the cron's marks: the
+    scenario's moments are on them too)."""
+    return dt.timedelta(seconds=tick_seconds(config.topics.pool_schedule))
 
 
 def run_schedule_scenario(sandbox: Sandbox) -> dict[str, Any]:

@@ -29,6 +29,7 @@ __all__ = [
     "STORAGE_NOTIFICATIONS",
     "FunctionSpec",
     "RetrySettings",
+    "tick_seconds",
 ]
 
 PROJECT = "accelops-local"
@@ -105,6 +106,18 @@ GPU_POOL = ("gpu-l4", "g2-standard-8", "nvidia-l4", 1, 2)  # name, machine, GPU,
 SCHEDULES: tuple[ScheduledJob, ...] = tuple(
     ScheduledJob(job.topic, job.schedule, job.time_zone, dict(job.attributes), job.data)
     for job in system.SCHEDULER_JOBS)
+
+
+def tick_seconds(topic: str) -> float:
+    """Seconds between two firings of the scheduler job publishing to ``topic`` (its
+    cron fires every N minutes, on the marks)."""
+    from datetime import UTC, datetime
+
+    [job] = [j for j in SCHEDULES if j.topic == topic]
+    first, second = job.cron.times(datetime(2026, 1, 5, tzinfo=UTC), 2)
+    return (second - first).total_seconds()
+
+
 # Where the cluster's FailedScheduling events go (the log sink's topic).
 UNSCHEDULABLE_TOPIC = system.LOG_SINKS[0].topic
 

@@ -26,7 +26,7 @@ from shared import gke
 from shared.config import Settings
 from shared.schedule.plan import OUTPUT_ONLY
 from tests.e2e.conftest import wait_for
-from tests.e2e.test_slices_e2e import control
+from tests.slice_faults import control
 
 pytestmark = pytest.mark.e2e
 
