@@ -47,10 +47,10 @@ class Cluster:
 
     def saved(self) -> list[str]:
         from shared.kube import CONFIG_MAPS
-        from shared.schedule.store import LABEL_SAVED
+        from shared.schedule.store import SAVED_SELECTOR
 
         return sorted(c["metadata"]["name"] for c in self.kube.list(
-            CONFIG_MAPS, self.state_namespace, label_selector=f"{LABEL_SAVED}=saved"))
+            CONFIG_MAPS, self.state_namespace, label_selector=SAVED_SELECTOR))
 
     def pod_phase(self, name: str, namespace: str) -> str:
         from shared.kube import PODS

@@ -43,13 +43,9 @@ def _read_request(path: str, *, validate: bool = True) -> tuple[bytes, JobReques
 
 
 def _config(args: argparse.Namespace) -> Any:
-    from shared.config import Settings, load_config
-    from shared.errors import ConfigError
+    from shared.config import load_config_from
 
-    source = args.config or Settings.from_env().config_source
-    if not source:
-        raise ConfigError("no configuration: pass --config FILE or set ACCELOPS_CONFIG")
-    return load_config(source)
+    return load_config_from(args.config)
 
 
 def cmd_catalogue(args: argparse.Namespace) -> int:

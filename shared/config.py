@@ -35,6 +35,7 @@ __all__ = [
     "Topics",
     "format_validation_error",
     "load_config",
+    "load_config_from",
     "load_config_or_retry",
     "parse_config",
 ]
@@ -359,6 +360,15 @@ def load_config(source: str) -> AccelopsConfig:
     with _cache_lock:
         _cache[source] = _Cached(config, stamp, now)
     return config
+
+
+def load_config_from(source: str | None) -> AccelopsConfig:
+    """The configuration a command names (``--config``), else ``ACCELOPS_CONFIG``'s;
+    ConfigError when there is neither."""
+    source = source or Settings.from_env().config_source
+    if not source:
+        raise ConfigError("no configuration: pass --config FILE or set ACCELOPS_CONFIG")
+    return load_config(source)
 
 
 def load_config_or_retry(settings: Settings) -> AccelopsConfig:

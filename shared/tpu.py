@@ -31,7 +31,8 @@ from dataclasses import dataclass
 
 from shared.errors import PermanentError
 
-__all__ = ["TpuShape", "UnknownTpuTypeError", "catalogue", "lookup", "shape_for"]
+__all__ = ["TpuShape", "UnknownTpuTypeError", "catalogue", "lookup", "machine_shapes",
+           "shape_for", "topology_chips"]
 
 _ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 _TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
@@ -148,6 +149,9 @@ _CATALOGUE: tuple[TpuShape, ...] = (
 )
 
 _BY_TYPE: dict[str, TpuShape] = {shape.type: shape for shape in _CATALOGUE}
+_BY_MACHINE: dict[str, tuple[TpuShape, ...]] = {}
+for _shape in _CATALOGUE:
+    _BY_MACHINE[_shape.machine_type] = (*_BY_MACHINE.get(_shape.machine_type, ()), _shape)
 
 
 @dataclass(frozen=True, slots=True)
@@ -269,6 +273,22 @@ def lookup(tpu_type: str) -> TpuShape:
 def catalogue() -> tuple[TpuShape, ...]:
     """Every explicit row of the catalogue, in table order (families grouped, ascending)."""
     return _CATALOGUE
+
+
+def machine_shapes(machine_type: str) -> tuple[TpuShape, ...]:
+    """The catalogue rows of a TPU machine type (empty for any other machine type)."""
+    return _BY_MACHINE.get(machine_type, ())
+
+
+def topology_chips(topology: str) -> int:
+    """Chips in a topology such as ``4x4`` or ``2x2x4`` (0 when it is not one)."""
+    dims = topology.split("x")
+    if not topology or not all(d.isdigit() for d in dims):
+        return 0
+    chips = 1
+    for dim in dims:
+        chips *= int(dim)
+    return chips
 
 
 def shape_for(accelerator: str, topology: str) -> TpuShape | None:

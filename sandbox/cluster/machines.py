@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.tpu import catalogue
+from shared.tpu import machine_shapes
 
 __all__ = ["DEFAULT_SIZE", "MACHINE_SIZES", "TpuMachine", "gpu_accelerators", "tpu_machine"]
 
@@ -49,7 +49,7 @@ class TpuMachine:
 
 def tpu_machine(machine_type: str) -> TpuMachine | None:
     """The TPU facts of a machine type (from the catalogue), or None for a non-TPU machine."""
-    shapes = [shape for shape in catalogue() if shape.machine_type == machine_type]
+    shapes = machine_shapes(machine_type)
     if not shapes:
         return None
     single = [shape.topology for shape in shapes if shape.vms == 1]

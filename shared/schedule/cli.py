@@ -20,14 +20,9 @@ def parse_at(text: str) -> dt.datetime:
 
 
 def _context(args: argparse.Namespace) -> tuple[Any, Any]:
-    from shared.config import Settings, load_config
-    from shared.errors import ConfigError
+    from shared.config import Settings, load_config_from
 
-    settings = Settings.from_env()
-    source = args.config or settings.config_source
-    if not source:
-        raise ConfigError("no configuration: pass --config FILE or set ACCELOPS_CONFIG")
-    return settings, load_config(source)
+    return Settings.from_env(), load_config_from(args.config)
 
 
 def _print_schedules(config: Any, at: dt.datetime) -> None:

@@ -16,6 +16,7 @@ __all__ = [
     "SavedPool",
     "Step",
     "StepKind",
+    "autoscaling_minimum",
 ]
 
 # Labels a pool opts in and out with (GKE node-pool labels, config.labels).
@@ -41,6 +42,14 @@ class ClusterRef:
         if len(parts) != 6 or parts[0::2] != ["projects", "locations", "clusters"]:
             raise ValueError(f"{path!r}: must be projects/P/locations/L/clusters/C")
         return cls(parts[1], parts[3], parts[5])
+
+
+def autoscaling_minimum(autoscaling: dict[str, Any] | None) -> int:
+    """The nodes an autoscaling keeps at least: per zone and in total, summed (either
+    being positive keeps nodes up)."""
+    auto = autoscaling or {}
+    return int(auto.get("min_node_count", 0) or 0) + int(auto.get("total_min_node_count", 0)
+                                                         or 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +82,7 @@ class PoolView:
     @property
     def up(self) -> bool:
         """Holding (or about to hold) nodes: anything but scaled to zero."""
-        minimum = int((self.autoscaling or {}).get("min_node_count", 0) or 0)
-        total_min = int((self.autoscaling or {}).get("total_min_node_count", 0) or 0)
-        return self.nodes > 0 or minimum > 0 or total_min > 0
+        return self.nodes > 0 or autoscaling_minimum(self.autoscaling) > 0
 
     @property
     def size(self) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 from shared.schedule.model import PoolView
 from shared.slices.labels import LABEL_MANAGED_BY, MANAGED_BY
 from shared.slices.observe import ACCELERATOR_LABEL, NODEPOOL_LABEL, TOPOLOGY_LABEL
-from shared.tpu import catalogue
+from shared.tpu import machine_shapes, topology_chips
 
 __all__ = ["build_pools", "pool_node_labels"]
 
@@ -25,19 +25,8 @@ _LISTED = 3  # names shown in a busy reason
 
 def _tpu(machine_type: str) -> tuple[str, int] | None:
     """(accelerator label, chips per VM) of a TPU machine type."""
-    for shape in catalogue():
-        if shape.machine_type == machine_type:
-            return shape.accelerator, shape.chips_per_vm
-    return None
-
-
-def _chips(topology: str) -> int:
-    product = 1
-    for dim in topology.split("x"):
-        if not dim.isdigit():
-            return 0
-        product *= int(dim)
-    return product
+    shapes = machine_shapes(machine_type)
+    return (shapes[0].accelerator, shapes[0].chips_per_vm) if shapes else None
 
 
 def pool_node_labels(spec: Mapping[str, Any]) -> dict[str, str]:
@@ -61,7 +50,7 @@ def _accelerators(spec: Mapping[str, Any]) -> tuple[str | None, int, bool]:
     if tpu is not None:
         accelerator, per_vm = tpu
         topology = str((spec.get("placement_policy") or {}).get("tpu_topology") or "")
-        return accelerator, per_vm, bool(topology) and _chips(topology) > per_vm
+        return accelerator, per_vm, topology_chips(topology) > per_vm
     for accelerator in config.get("accelerators") or []:
         return (str(accelerator.get("accelerator_type")),
                 int(accelerator.get("accelerator_count") or 0), False)

@@ -25,7 +25,15 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from shared.schedule.model import LABEL_TEAM, Audit, PoolPlan, PoolView, SavedPool, Step
+from shared.schedule.model import (
+    LABEL_TEAM,
+    Audit,
+    PoolPlan,
+    PoolView,
+    SavedPool,
+    Step,
+    autoscaling_minimum,
+)
 from shared.schedule.spec import Schedule
 from shared.schedule.windows import Desired, desired_state
 
@@ -43,11 +51,6 @@ def zeroed(autoscaling: dict[str, Any]) -> dict[str, Any]:
     if "total_min_node_count" in out:
         out["total_min_node_count"] = 0
     return out
-
-
-def _minimum(autoscaling: dict[str, Any] | None) -> int:
-    auto = autoscaling or {}
-    return int(auto.get("min_node_count", 0) or 0) + int(auto.get("total_min_node_count", 0) or 0)
 
 
 def creatable(spec: dict[str, Any]) -> dict[str, Any]:
@@ -104,7 +107,7 @@ def _remove(pool: PoolView, saved: SavedPool | None, desired: Desired, now: str,
     operation: Step | None = None
     if keep.method == "delete":
         operation = Step("delete", pool.cluster, pool.name)
-    elif _minimum(pool.autoscaling) > 0:
+    elif autoscaling_minimum(pool.autoscaling) > 0:
         assert pool.autoscaling is not None
         operation = Step("set_autoscaling", pool.cluster, pool.name,
                          autoscaling=zeroed(pool.autoscaling))

@@ -17,9 +17,11 @@ from shared.errors import AlreadyExistsError
 from shared.kube import CONFIG_MAPS, KubeClient
 from shared.schedule.model import SavedPool
 
-__all__ = ["LABEL_SAVED", "config_map_name", "forget", "load_saved", "save_new", "update"]
+__all__ = ["LABEL_SAVED", "SAVED_SELECTOR", "config_map_name", "forget", "load_saved",
+           "save_new", "update"]
 
 LABEL_SAVED = "accelops.dev/pool-schedule"
+SAVED_SELECTOR = f"{LABEL_SAVED}=saved"
 _KEY = "saved.json"
 _FIELDS = {f.name for f in fields(SavedPool)}
 
@@ -50,7 +52,7 @@ def load_saved(kube: KubeClient, namespace: str) -> dict[str, SavedPool]:
     """Every saved pool of the cluster by pool name (one list call). An unreadable
     ConfigMap is left out (and stays for a person to look at)."""
     found: dict[str, SavedPool] = {}
-    for item in kube.list(CONFIG_MAPS, namespace, label_selector=f"{LABEL_SAVED}=saved"):
+    for item in kube.list(CONFIG_MAPS, namespace, label_selector=SAVED_SELECTOR):
         saved = _parse(item)
         if saved is not None:
             found[saved.pool] = saved

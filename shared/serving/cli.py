@@ -12,15 +12,10 @@ __all__ = ["add_commands"]
 
 
 def _context(args: argparse.Namespace) -> tuple[Any, Any]:
-    from shared.config import Settings, load_config
-    from shared.errors import ConfigError
+    from shared.config import Settings, load_config_from
     from shared.kube import get_client
 
-    settings = Settings.from_env()
-    source = args.config or settings.config_source
-    if not source:
-        raise ConfigError("no configuration: pass --config FILE or set ACCELOPS_CONFIG")
-    return load_config(source), get_client(settings)
+    return load_config_from(args.config), get_client(Settings.from_env())
 
 
 def _when(epoch: float | None) -> str:

@@ -45,6 +45,16 @@ def sandbox(request: pytest.FixtureRequest,
 
 
 @pytest.fixture(scope="module")
+def core(sandbox: Sandbox) -> Iterator[k8s.CoreV1Api]:
+    """The kubernetes client's CoreV1Api, from the sandbox's kubeconfig."""
+    api_client = k8s_config.new_client_from_config(config_file=str(sandbox.kubeconfig))
+    try:
+        yield k8s.CoreV1Api(api_client)
+    finally:
+        api_client.close()
+
+
+@pytest.fixture(scope="module")
 def custom(sandbox: Sandbox) -> Iterator[k8s.CustomObjectsApi]:
     """The kubernetes client's CustomObjectsApi, from the sandbox's kubeconfig."""
     api_client = k8s_config.new_client_from_config(config_file=str(sandbox.kubeconfig))

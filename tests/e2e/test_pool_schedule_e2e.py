@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 from google.cloud import pubsub_v1
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 
 from sandbox.runner import Sandbox
 from sandbox.topology import PROJECT
@@ -98,15 +97,6 @@ def up(core: k8s.CoreV1Api, *names: str) -> bool:
 def phase(core: k8s.CoreV1Api) -> str | None:
     status = core.read_namespaced_pod("night-run", "research").status
     return status.phase if status is not None else None
-
-
-@pytest.fixture(scope="module")
-def core(sandbox: Sandbox) -> Iterator[k8s.CoreV1Api]:
-    api = k8s_config.new_client_from_config(config_file=str(sandbox.kubeconfig))
-    try:
-        yield k8s.CoreV1Api(api)
-    finally:
-        api.close()
 
 
 @pytest.fixture(scope="module")

@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from kubernetes import client as k8s
-from kubernetes import config as k8s_config
 
 from sandbox.runner import Sandbox
 from shared.config import SliceConfig, load_config
@@ -45,15 +43,6 @@ SANDBOX_SPEED = 150.0
 TICK = 60.0  # the scheduler's reconcile_slices interval (simulated seconds)
 STOCKOUT_MESSAGE = ("GCE_STOCKOUT: The zone 'projects/accelops-local/zones/us-central2-b' "
                     "does not have enough resources available to fulfill the request.")
-
-
-@pytest.fixture(scope="module")
-def core(sandbox: Sandbox) -> Iterator[k8s.CoreV1Api]:
-    api_client = k8s_config.new_client_from_config(config_file=str(sandbox.kubeconfig))
-    try:
-        yield k8s.CoreV1Api(api_client)
-    finally:
-        api_client.close()
 
 
 @pytest.fixture(scope="module")
