@@ -27,10 +27,12 @@ from shared.schedule.spec import PoolScheduleConfig, Schedule, check_schedule_na
 
 __all__ = [
     "AccelopsConfig",
+    "JobsApiConfig",
     "MetricsConfig",
     "ServingConfig",
     "Settings",
     "SliceConfig",
+    "TeamBudget",
     "TeamPolicy",
     "Topics",
     "format_validation_error",
@@ -90,6 +92,16 @@ class Settings:
             )
 
 
+class TeamBudget(BaseModel):
+    """Chip-hours a team may use (UTC days; weeks start on Monday 00:00 UTC). A request
+    submitted while the team's usage has reached either limit is refused."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    chip_hours_per_day: Annotated[float, Field(gt=0)] | None = None
+    chip_hours_per_week: Annotated[float, Field(gt=0)] | None = None
+
+
 class TeamPolicy(BaseModel):
     """What one team may submit, and where its JobSets go."""
 
@@ -103,6 +115,10 @@ class TeamPolicy(BaseModel):
     # Kueue quota: chips of each allowed TPU accelerator the team may hold at once
     # (its ClusterQueue's nominalQuota per flavor, rendered by `accelops manifests`).
     tpu_chips: Annotated[int, Field(ge=1)] = 64
+    budget: TeamBudget = Field(default_factory=TeamBudget)
+    # Identities (Google account or service account e-mails) the jobs API lets act
+    # for this team: submit, list, read and cancel its jobs.
+    members: tuple[str, ...] = ()
 
     @field_validator("namespace", "queue")
     @classmethod
@@ -211,6 +227,8 @@ class MetricsConfig(BaseModel):
     runs_table: Annotated[str, Field(pattern=_BQ_ID)] = "test_runs"
     # One row per action pool_schedule took (or declined) on a node pool.
     pool_actions_table: Annotated[str, Field(pattern=_BQ_ID)] = "pool_actions"
+    # One row per transition in a job's life (shared/metrics/job_event.py).
+    job_events_table: Annotated[str, Field(pattern=_BQ_ID)] = "job_events"
     location: str = "US"
     # Partitions older than this are dropped by BigQuery; None keeps them forever.
     partition_expiration_days: Annotated[int, Field(ge=1)] | None = None
@@ -248,6 +266,15 @@ class ServingConfig(BaseModel):
         return TeamPolicy._rfc1123(value)
 
 
+class JobsApiConfig(BaseModel):
+    """Who the jobs API (services/jobs_api) lets act, beyond each team's members."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    # Identities that may act for every team (operators).
+    admins: tuple[str, ...] = ()
+
+
 class AccelopsConfig(BaseModel):
     """The YAML configuration file."""
 
@@ -261,6 +288,7 @@ class AccelopsConfig(BaseModel):
     pool_schedule: PoolScheduleConfig = Field(default_factory=PoolScheduleConfig)
     # Off-hours schedules by name (shared/schedule/spec.py); pools opt in by label.
     schedules: dict[str, Schedule] = Field(default_factory=dict)
+    jobs_api: JobsApiConfig = Field(default_factory=JobsApiConfig)
 
     @field_validator("schedules")
     @classmethod

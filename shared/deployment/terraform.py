@@ -153,7 +153,8 @@ def generated_files() -> dict[str, str]:
             for f in spec.fields])
     # Names.of validates a real project id; the template's placeholders are not one.
     names = Names(PROJECT_PLACEHOLDER, DATASET_PLACEHOLDER, metrics.table,
-                  metrics.rejections_table, metrics.runs_table, metrics.pool_actions_table)
+                  metrics.rejections_table, metrics.runs_table, metrics.pool_actions_table,
+                  metrics.job_events_table)
     for view in VIEWS:
         files[f"views/{view.name}.sql"] = view.sql(names) + "\n"
     return files

@@ -4,14 +4,16 @@ A message carries a JSON array of records (or a single record), within
 :data:`MESSAGE_LIMITS`; one with the attribute ``kind=run`` carries a test's run record
 instead (:mod:`shared.metrics.run`), which goes to the runs table, and one with
 ``kind=pool_action`` an array of node-pool actions (:mod:`shared.metrics.pool_action`),
-which go to the pool_actions table. Each record is
-validated on its own: good ones become rows, bad ones rows of the rejections table with
-the reason, so one poison record never sinks the batch (partial failure) and never
-disappears silently. A rejection row can always be written, whatever the record held.
-Both are written before the handler returns; any BigQuery failure raises, Pub/Sub
-redelivers, and the redelivered rows carry the same keys (``<message id>:<index>``,
-``<test id>:<phase>`` for runs, the publisher's ``action_id`` for pool actions), which
-BigQuery's insertIds and the views de-duplicate.
+which go to the pool_actions table, and one with ``kind=job_event`` an array of job
+lifecycle transitions (:mod:`shared.metrics.job_event`), which go to the job_events
+table. Each record is validated on its own: good ones become rows, bad ones rows of the
+rejections table with the reason, so one poison record never sinks the batch (partial
+failure) and never disappears silently. A rejection row can always be written, whatever
+the record held. Both are written before the handler returns; any BigQuery failure
+raises, Pub/Sub redelivers, and the redelivered rows carry the same keys
+(``<message id>:<index>``, ``<test id>:<phase>`` for runs, the publisher's ``action_id``
+for pool actions and ``event_id`` for job events), which BigQuery's insertIds and the
+views de-duplicate.
 
 Decoding and validation (:func:`parse_message` and its siblings) are pure;
 :func:`shared.metrics.insert.store` is the only I/O.
@@ -30,6 +32,7 @@ from pydantic import BaseModel, ValidationError
 from shared.config import format_validation_error
 from shared.errors import PermanentError
 from shared.metrics.insert import MAX_INSERT_BYTES, MAX_INSERT_ROWS, insert_batches, row_size, store
+from shared.metrics.job_event import JOB_EVENT_KIND, JobEventRecord
 from shared.metrics.pool_action import POOL_ACTION_KIND, PoolActionRecord
 from shared.metrics.record import MetricRecord, row_key
 from shared.metrics.run import KIND_ATTRIBUTE, RUN_KIND, RunRecord, run_row_key
@@ -48,6 +51,7 @@ __all__ = [
     "Parsed",
     "ingest_message",
     "insert_batches",
+    "parse_job_event_message",
     "parse_message",
     "parse_pool_action_message",
     "parse_run_message",
@@ -152,6 +156,13 @@ def _pool_action_row(raw: Any, message_id: str, index: int, received_at: str,
     return _as_row(record, record.action_id, message_id, received_at)
 
 
+def _job_event_row(raw: Any, message_id: str, index: int, received_at: str,
+                   ) -> dict[str, Any]:
+    """The job_events-table row of one record, keyed by its ``event_id``."""
+    record = _validated(raw, JobEventRecord)
+    return _as_row(record, record.event_id, message_id, received_at)
+
+
 def _decoded(parsed: Parsed, message_id: str, data: bytes, at: str) -> tuple[bool, Any]:
     """``(True, payload)``, or ``(False, None)`` with the message rejected when its data
     is not JSON within :data:`MESSAGE_LIMITS`."""
@@ -197,6 +208,14 @@ def parse_pool_action_message(message_id: str, data: bytes, received_at: datetim
     its own, exactly as :func:`parse_message` does, into rows keyed by ``action_id``
     (pure). The same action published twice, or redelivered, keeps its key."""
     return _parse_records(message_id, data, received_at, _pool_action_row)
+
+
+def parse_job_event_message(message_id: str, data: bytes, received_at: datetime,
+                            ) -> Parsed:
+    """A job-event message (attribute ``kind=job_event``): each record validated on its
+    own into rows keyed by ``event_id`` (pure). A transition observed twice, or
+    redelivered, keeps its key."""
+    return _parse_records(message_id, data, received_at, _job_event_row)
 
 
 def _parse_records(message_id: str, data: bytes, received_at: datetime,
@@ -246,6 +265,7 @@ _ROUTES: dict[str | None, tuple[Callable[[str, bytes, datetime], Parsed], str]] 
     None: (parse_message, "table"),
     RUN_KIND: (parse_run_message, "runs_table"),
     POOL_ACTION_KIND: (parse_pool_action_message, "pool_actions_table"),
+    JOB_EVENT_KIND: (parse_job_event_message, "job_events_table"),
 }
 
 

@@ -39,8 +39,8 @@ from shared.config import MetricsConfig
 from shared.errors import ConfigError
 from shared.metrics.savings_sql import POOL_ACTIONS_UNIQUE, POOL_SAVINGS_DAILY, pool_savings_daily
 
-__all__ = ["POOL_ACTION_FIELDS", "REJECTION_FIELDS", "REQUEST_FIELDS", "RUN_FIELDS", "TABLES",
-           "VIEWS", "Names", "TableSpec", "View", "apply_schema"]
+__all__ = ["JOB_EVENT_FIELDS", "POOL_ACTION_FIELDS", "REJECTION_FIELDS", "REQUEST_FIELDS",
+           "RUN_FIELDS", "TABLES", "VIEWS", "Names", "TableSpec", "View", "apply_schema"]
 
 # Project ids, optionally domain-scoped ("example.com:project").
 _PROJECT = re.compile(r"^([a-z][-a-z0-9.]{0,62}:)?[a-z][-a-z0-9]{4,61}[a-z0-9]$")
@@ -124,6 +124,30 @@ POOL_ACTION_FIELDS: tuple[Field, ...] = (
 )
 
 
+JOB_EVENT_FIELDS: tuple[Field, ...] = (
+    Field("row_key", "STRING", "REQUIRED", "the event id; the same for a re-published event"),
+    Field("message_id", "STRING", "REQUIRED", "the Pub/Sub message that carried the record"),
+    Field("ingested_at", "TIMESTAMP", "REQUIRED", "when ingest_metrics wrote the row"),
+    Field("event_id", "STRING", "REQUIRED", "request id, event and slice index"),
+    Field("event", "STRING", "REQUIRED",
+          "submitted, rejected, admitted, slice_requested, slice_ready, running, finished "
+          "or slice_deleted"),
+    Field("at", "TIMESTAMP", "REQUIRED", "when the transition happened"),
+    Field("request_id", "STRING", "REQUIRED", "the job request's id"),
+    Field("team", "STRING", "NULLABLE", "the team the request named"),
+    Field("jobset", "STRING", "NULLABLE", "namespace/name of the JobSet"),
+    Field("tpu_type", "STRING", "NULLABLE", "e.g. v5litepod-16"),
+    Field("slices", "INT64", "NULLABLE", "slices the job runs on"),
+    Field("chips_per_slice", "INT64", "NULLABLE", "TPU chips of one slice"),
+    Field("slice_index", "INT64", "NULLABLE", "per-slice events: which slice"),
+    Field("pool", "STRING", "NULLABLE", "per-slice events: the node pool"),
+    Field("outcome", "STRING", "NULLABLE", "finished: succeeded, failed or cancelled"),
+    Field("reason", "STRING", "NULLABLE", "finished or rejected: why, in words"),
+    Field("field", "STRING", "NULLABLE", "rejected: the request field"),
+    Field("rule", "STRING", "NULLABLE", "rejected: the rule it broke"),
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Names:
     """Fully qualified names, for SQL (backticked) and for the API."""
@@ -134,6 +158,7 @@ class Names:
     rejections_table: str
     runs_table: str
     pool_actions_table: str
+    job_events_table: str
 
     @classmethod
     def of(cls, project: str, config: MetricsConfig) -> Names:
@@ -143,7 +168,7 @@ class Names:
             raise ConfigError(f"{project!r} is not a Google Cloud project id",
                               field="ACCELOPS_PROJECT")
         return cls(project, config.dataset, config.table, config.rejections_table,
-                   config.runs_table, config.pool_actions_table)
+                   config.runs_table, config.pool_actions_table, config.job_events_table)
 
     def ref(self, name: str) -> str:
         """``dataset.name``, as the adapter takes it."""
@@ -181,6 +206,9 @@ TABLES: tuple[TableSpec, ...] = (
     TableSpec("pool_actions_table", POOL_ACTION_FIELDS, "at",
               "one row per action pool_schedule took (or declined) on a node pool "
               "(may hold redelivered copies)", clustering=("cluster", "pool")),
+    TableSpec("job_events_table", JOB_EVENT_FIELDS, "at",
+              "one row per transition in a job's life (may hold redelivered copies)",
+              clustering=("team", "request_id")),
 )
 
 

@@ -180,7 +180,7 @@ def test_the_p99_of_a_test_with_two_slow_outliers_is_not_its_maximum(
 
 
 def test_no_view_indexes_approx_quantiles_which_the_emulator_gets_wrong():
-    names = Names(PROJECT, "d", "requests", "rejections", "test_runs", "pool_actions")
+    names = Names(PROJECT, "d", "requests", "rejections", "test_runs", "pool_actions", "job_events")
 
     for view in VIEWS:
         assert "APPROX_QUANTILES" not in view.sql(names), view.name

@@ -269,7 +269,7 @@ def test_a_bad_action_goes_to_rejections_and_the_good_ones_to_the_pool_actions_t
 
 
 def test_no_view_measures_a_duration_in_a_unit_the_emulator_counts_differently():
-    names = Names(PROJECT, "d", "requests", "rejections", "test_runs", "pool_actions")
+    names = Names(PROJECT, "d", "requests", "rejections", "test_runs", "pool_actions", "job_events")
     [savings] = [view.sql(names) for view in VIEWS if view.name == POOL_SAVINGS_DAILY]
 
     units = [part.split(")")[0].rsplit(",", 1)[-1].strip()
@@ -281,7 +281,7 @@ def test_no_view_names_the_column_at_without_quotes_as_bigquery_requires():
     # AT is a reserved keyword in GoogleSQL: an identifier spelled like one must be
     # quoted, except after a dot (starts.at). bqemulator accepts a bare `at` in ORDER BY
     # and window functions, so only this check would catch it before real BigQuery.
-    names = Names(PROJECT, "d", "requests", "rejections", "test_runs", "pool_actions")
+    names = Names(PROJECT, "d", "requests", "rejections", "test_runs", "pool_actions", "job_events")
 
     for view in VIEWS:
         assert not re.search(r"(?<![.`\w])at(?![`\w])", view.sql(names)), view.name
