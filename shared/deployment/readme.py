@@ -36,7 +36,7 @@ def _rows(part: Function | Service | WorkloadIdentity) -> list[str]:
     publish = tuple(Grant("roles/pubsub.publisher", "topic", f"publish to {topic}", topic)
                     for topic in publishes)
     rows = [_grant(g) for g in (*part.grants, *publish)]
-    if isinstance(part, Function):
+    if not isinstance(part, WorkloadIdentity):
         for rule in part.kube_rules:
             what = ", ".join(f"{r}.{rule.api_group}" if rule.api_group else r
                              for r in rule.resources)
