@@ -60,9 +60,10 @@ LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta1", "localqueues")
 CLUSTER_QUEUES = Resource("kueue.x-k8s.io", "v1beta1", "clusterqueues", namespaced=False)
 # A Kubernetes object name (DNS subdomain): only such an id can be a JobSet name.
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
+# `at` is a reserved word in BigQuery's SQL: quoted.
 _REJECTED_SQL = (
-    "SELECT request_id, team, tpu_type, slices, reason, field, rule, at FROM {table} "
-    "WHERE event = 'rejected' AND request_id = @request_id ORDER BY at DESC LIMIT 1")
+    "SELECT request_id, team, tpu_type, slices, reason, field, rule, `at` FROM {table} "
+    "WHERE event = 'rejected' AND request_id = @request_id ORDER BY `at` DESC LIMIT 1")
 
 
 def team_namespaces(config: AccelopsConfig) -> dict[str, str]:
