@@ -115,8 +115,8 @@ def _rejection(settings: Settings, config: AccelopsConfig, job_id: str) -> dict[
     if not settings.project:
         raise NotFoundError(f"no job {job_id!r} on the cluster, and rejected requests "
                             "cannot be looked up without ACCELOPS_PROJECT (BigQuery)")
-    names = Names.of(settings.project, config.metrics)
     try:
+        names = Names.of(settings.project, config.metrics)
         rows = bigquery.query(settings.project,
                               _REJECTED_SQL.format(table=names.sql(names.job_events_table)),
                               {"request_id": job_id})
