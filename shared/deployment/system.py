@@ -107,7 +107,9 @@ FUNCTIONS: tuple[Function, ...] = (
         retry=Retry(ack_deadline_seconds=60, **_PRODUCTION_RETRY),
         memory="512Mi", timeout_seconds=60, concurrency=1, max_instances=20,
         env=_CLUSTER_ENV,
-        publishes_to=(_T.rejections, _T.slices_reconcile),
+        # Refusals, the reconcile trigger, and the submitted / rejected lifecycle
+        # records (shared/jobs/emit.py).
+        publishes_to=(_T.rejections, _T.slices_reconcile, _T.loadtest_metrics),
         grants=(_CLUSTER_ACCESS, _READ_CONFIG),
         kube_rules=(
             KubeRule("jobset.x-k8s.io", ("jobsets",), ("list",), "cluster",

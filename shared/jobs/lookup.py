@@ -60,7 +60,7 @@ LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta1", "localqueues")
 CLUSTER_QUEUES = Resource("kueue.x-k8s.io", "v1beta1", "clusterqueues", namespaced=False)
 # A Kubernetes object name (DNS subdomain): only such an id can be a JobSet name.
 _NAME = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
-# AT is a reserved word in BigQuery's (and DuckDB's) SQL: the column is quoted.
+# `at` is a reserved word in BigQuery's SQL: quoted.
 _REJECTED_SQL = (
     "SELECT request_id, team, tpu_type, slices, reason, field, rule, `at` FROM {table} "
     "WHERE event = 'rejected' AND request_id = @request_id ORDER BY `at` DESC LIMIT 1")
@@ -115,8 +115,8 @@ def _rejection(settings: Settings, config: AccelopsConfig, job_id: str) -> dict[
     if not settings.project:
         raise NotFoundError(f"no job {job_id!r} on the cluster, and rejected requests "
                             "cannot be looked up without ACCELOPS_PROJECT (BigQuery)")
-    names = Names.of(settings.project, config.metrics)
     try:
+        names = Names.of(settings.project, config.metrics)
         rows = bigquery.query(settings.project,
                               _REJECTED_SQL.format(table=names.sql(names.job_events_table)),
                               {"request_id": job_id})

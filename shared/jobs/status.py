@@ -341,7 +341,8 @@ def _slices(facts: _Facts, seen: Observation) -> list[SliceInfo]:
         mine = [p for p in pods if _index(p, LABEL_JOB_INDEX) == index]
         pool = pool_name(facts.namespace, facts.name, index) if seen.slices_enabled else None
         status = (seen.pools or {}).get(pool) if pool else None
-        operation = operations.get(pool or "")
+        # An operation reconcile_slices has not yet seen finish is done once the pool runs.
+        operation = operations.get(pool or "") if status != "RUNNING" else None
         described = None
         if operation is not None:
             started = _when(float(operation.get("started") or 0) or None)
@@ -392,7 +393,7 @@ def _finished_lines(info: FinishedInfo, facts: _Facts, request_id: str) -> list[
         lines.append(f"The JobSet was restarted {facts.restarts} time(s) "
                      f"(failurePolicy.maxRestarts {facts.max_restarts}).")
     if info.failed_pod:
-        code = f" with exit code {info.exit_code}" if info.exit_code is not None else ""
+        code = f" with code {info.exit_code}" if info.exit_code is not None else ""
         said = (f": {info.termination_message}" if info.termination_message
                 else " (no termination message)")
         lines.append(f"The first pod to fail was {info.failed_pod}, which exited{code}{said}.")

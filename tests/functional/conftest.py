@@ -22,7 +22,7 @@ from sandbox.kubeapi import KubeApiServer, start_kube_api
 from sandbox.pubsub import PubSubServer, start_pubsub
 from shared import kube, pubsub
 from shared.kube import JOBSETS
-from tests.jobs_fixtures import PROJECT, REPO, jobs_environment, provision_jobs
+from tests.jobs_fixtures import JOB_EVENTS_SUB, PROJECT, REPO, jobs_environment, provision_jobs
 
 EVENTS = REPO / "tests" / "events"
 REJECTIONS_SUB = f"projects/{PROJECT}/subscriptions/rejections-audit"
@@ -99,6 +99,20 @@ def pull_rejections(max_messages: int = 10) -> list[Any]:
                                    timeout=5)
         if response.received_messages:
             subscriber.acknowledge(subscription=REJECTIONS_SUB,
+                                   ack_ids=[m.ack_id for m in response.received_messages])
+        return [m.message for m in response.received_messages]
+    finally:
+        subscriber.close()
+
+
+def pull_job_events(max_messages: int = 100) -> list[Any]:
+    """The lifecycle messages published so far on the metrics topic (acknowledged)."""
+    subscriber = pubsub_v1.SubscriberClient()
+    try:
+        response = subscriber.pull(subscription=JOB_EVENTS_SUB, max_messages=max_messages,
+                                   timeout=5)
+        if response.received_messages:
+            subscriber.acknowledge(subscription=JOB_EVENTS_SUB,
                                    ack_ids=[m.ack_id for m in response.received_messages])
         return [m.message for m in response.received_messages]
     finally:
