@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any
 
 import yaml
 from google.cloud import pubsub_v1
+from werkzeug.serving import make_server
 
 from sandbox.idtokens import TokenIssuer, certs_url, serve_certs
 from sandbox.kubeapi import KubeApiServer, start_kube_api
@@ -51,6 +53,7 @@ def job_request(team: str = "research", **changes: Any) -> dict[str, Any]:
 class JobsApiWorld:
     app: Any  # the Flask app
     client: Any  # its test client
+    url: str  # where it also serves over HTTP (a werkzeug server on a loopback port)
     issuer: TokenIssuer
     kube: kube.KubeClient
     kube_api: KubeApiServer
@@ -160,8 +163,16 @@ def jobs_api_world(directory: Path, bigquery_url: str) -> Iterator[JobsApiWorld]
                 name=REQUESTS_SUBSCRIPTION, topic=topic))
             apply_schema(PROJECT, metrics)
             app = create_app()
-            yield JobsApiWorld(app, app.test_client(), issuer, client, kube_api, pubsub_api,
-                               config_path, metrics.dataset)
+            server = make_server("127.0.0.1", 0, app, threaded=True)
+            thread = threading.Thread(target=server.serve_forever, daemon=True)
+            thread.start()
+            try:
+                yield JobsApiWorld(app, app.test_client(), f"http://127.0.0.1:{server.port}",
+                                   issuer, client, kube_api, pubsub_api,
+                                   config_path, metrics.dataset)
+            finally:
+                server.shutdown()
+                thread.join(timeout=5)
     finally:
         for module in (kube, pubsub, bigquery):
             module.reset_client()

@@ -177,8 +177,10 @@ def create_app(settings: Callable[[], Settings] = Settings.from_env) -> Flask:
         who = current_caller()
         status = job_status(settings(), config(), job_id)
         if status.team is None or not who.may_act_for(status.team):
-            raise ForbiddenError(f"job {job_id!r} belongs to team {status.team!r}, which "
-                                 f"{who.email} may not act for")
+            whose = f"team {status.team}'s" if status.team else "no team's"
+            raise ForbiddenError(f"job {job_id!r} is {whose} job; {who.email} may act for "
+                                 f"{', '.join(sorted(who.teams))} only", field="id",
+                                 rule="must be a job of your team")
         return status
 
     @app.get(f"{JOBS_PATH}/<job_id:job_id>")
@@ -212,10 +214,13 @@ def create_app(settings: Callable[[], Settings] = Settings.from_env) -> Flask:
             if team is None:
                 # Logs are read in team namespaces only (the service's RBAC).
                 raise ForbiddenError(f"{jobset_ref(jobset)} is in namespace {namespace}, "
-                                     "which is no team's: its logs are not served here")
+                                     "which is no team's: its logs are not served here",
+                                     field="id", rule="must be a job of a team")
             if not who.may_act_for(team):
-                raise ForbiddenError(f"{jobset_ref(jobset)} is team {team}'s job, which "
-                                     f"{who.email} may not act for")
+                raise ForbiddenError(f"{jobset_ref(jobset)} is team {team}'s job; "
+                                     f"{who.email} may act for "
+                                     f"{', '.join(sorted(who.teams))} only", field="id",
+                                     rule="must be a job of your team")
         text = job_logs(where, policy, job_id, pod=pod, tail_lines=tail)
         return Response(text, mimetype="text/plain", headers={"Cache-Control": "no-store"})
 

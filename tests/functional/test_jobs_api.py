@@ -362,3 +362,42 @@ def test_an_unreachable_cluster_is_a_503_with_retry_after(world, monkeypatch, tm
 
     assert response.status_code == 503
     assert response.headers["Retry-After"]
+
+
+# ----------------------------------------------------------------------- client
+def test_the_client_submits_and_reads_over_http_with_the_token_it_is_given(world):
+    from shared.jobs.api_client import JobsApiClient
+
+    bob = JobsApiClient(world.url, token=world.token(BOB))
+
+    accepted = bob.submit(json.dumps(job_request("inference")).encode())
+    listed = bob.list_jobs()
+    status = bob.job_status("bob-run-1")
+    world.published()
+
+    assert accepted.request_id.startswith("api-")
+    assert {job.team for job in listed} == {"inference"}
+    assert status.team == "inference"
+
+
+def test_the_client_turns_error_answers_into_the_errors_they_mean(world):
+    from sandbox.httpserver import free_port
+    from shared.errors import ForbiddenError, NotFoundError, PermanentError, UnavailableError
+    from shared.jobs.api_client import JobsApiClient
+
+    alice = JobsApiClient(world.url, token=world.token(ALICE))
+    stranger = JobsApiClient(world.url, token="not-a-token")
+
+    with pytest.raises(PermanentError) as refused:
+        alice.submit(json.dumps(job_request("research", tpu={"type": "v4-32", "slices": 5}))
+                     .encode())
+    assert (refused.value.field, refused.value.rule) == ("tpu.slices", "must be at most 4")
+    with pytest.raises(ForbiddenError, match="team inference"):
+        alice.job_status("bob-run-1")
+    with pytest.raises(NotFoundError, match="no job"):
+        alice.job_status("never-submitted")
+    with pytest.raises(ForbiddenError, match="not authenticated"):
+        stranger.list_jobs()
+    nowhere = JobsApiClient(f"http://127.0.0.1:{free_port()}", token="x")
+    with pytest.raises(UnavailableError):
+        nowhere.list_jobs()
