@@ -162,12 +162,16 @@ _GROUP = "day, team, tpu_type"
 def _measure(event: str, seconds: str = "CAST(NULL AS FLOAT64)") -> str:
     """A job's transition as a row of its day: which one, and the duration it ended."""
     return f"""SELECT DATE({event}_at) AS day, team, tpu_type, '{event}' AS measure,
-    {seconds} AS seconds, outcome, 0.0 AS used_chip_hours, 0.0 AS idle_chip_hours
+    {seconds} AS seconds, outcome, 0.0 AS used_chip_hours, 0.0 AS idle_chip_hours,
+    FALSE AS still_open
   FROM jobs WHERE {event}_at IS NOT NULL"""
 
 
 def job_usage_daily(n: Names) -> str:
-    """Per UTC day, team and TPU type: the :data:`USAGE_COLUMNS`, then percentiles."""
+    """Per UTC day, team and TPU type: the :data:`USAGE_COLUMNS`; then how many queue
+    waits, provisionings and runs each average is over (so averages over several days
+    can be weighted exactly), whether a run or slice counted is still open (its
+    figures grow until it ends), and the p50 and p90 of queue wait and provisioning."""
     percentiles = ",\n    ".join(
         f"PERCENTILE_CONT({value}, {q}) OVER (PARTITION BY {_GROUP}) AS {column}"
         for column, value, q in _PERCENTILES)
@@ -179,11 +183,13 @@ def job_usage_daily(n: Names) -> str:
 ), held AS (
   SELECT
     request_id, team, tpu_type, TRUE AS used, running_at AS from_at,
-    {_open_until("finished_at", "running_at")} AS until_at, chips
+    {_open_until("finished_at", "running_at")} AS until_at, chips,
+    finished_at IS NULL AS still_open
   FROM jobs
   WHERE running_at IS NOT NULL
   UNION ALL
-  SELECT request_id, team, tpu_type, FALSE AS used, from_at, until_at, chips
+  SELECT request_id, team, tpu_type, FALSE AS used, from_at, until_at, chips,
+    still_up AS still_open
   FROM ({_held("jobs", "slices")})
 ), days AS (
   SELECT
@@ -196,7 +202,8 @@ def job_usage_daily(n: Names) -> str:
   SELECT
     day, request_id, team, tpu_type,
     SUM(IF(used, chip_hours, 0.0)) AS used_chip_hours,
-    SUM(IF(used, 0.0, chip_hours)) AS held_chip_hours
+    SUM(IF(used, 0.0, chip_hours)) AS held_chip_hours,
+    LOGICAL_OR(still_open) AS still_open
   FROM (
     SELECT *, {_hours("day_until", "day_from")} * chips AS chip_hours
     FROM days
@@ -216,7 +223,7 @@ def job_usage_daily(n: Names) -> str:
   UNION ALL
   SELECT day, team, tpu_type, 'usage' AS measure, CAST(NULL AS FLOAT64) AS seconds,
     CAST(NULL AS STRING) AS outcome, used_chip_hours,
-    GREATEST(held_chip_hours - used_chip_hours, 0.0) AS idle_chip_hours
+    GREATEST(held_chip_hours - used_chip_hours, 0.0) AS idle_chip_hours, still_open
   FROM job_days
 ), durations AS (
   SELECT
@@ -241,6 +248,10 @@ SELECT
   AVG(run_seconds) AS run_seconds_avg,
   SUM(used_chip_hours) AS chip_hours_used,
   SUM(idle_chip_hours) AS idle_chip_hours,
+  COUNT(wait_seconds) AS queue_waits,
+  COUNT(provisioning_seconds) AS provisionings,
+  COUNT(run_seconds) AS runs,
+  LOGICAL_OR(still_open) AS still_open,
   {picked}
 FROM with_percentiles
 GROUP BY {_GROUP}"""
