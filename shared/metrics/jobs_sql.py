@@ -89,16 +89,18 @@ def _slices(n: Names) -> str:
   GROUP BY request_id, slice_index"""
 
 
-def _held(jobs: str, slices: str) -> str:
-    """Intervals chips were held: each ready slice, with the job's team and TPU type."""
+def _held() -> str:
+    """Intervals chips were held: each ready slice of the CTE ``slice_spans``, with the
+    team, TPU type and chips of its job from the CTE ``jobs``. (``slices`` is a column
+    of ``jobs``: a CTE of that name would be ambiguous in BigQuery.)"""
     return f"""SELECT
-    {jobs}.request_id, {jobs}.team, {jobs}.tpu_type,
-    {slices}.ready_at AS from_at,
-    {_open_until(f"{slices}.deleted_at", f"{slices}.ready_at")} AS until_at,
-    IFNULL({slices}.chips_per_slice, {jobs}.chips_per_slice) AS chips,
-    {slices}.deleted_at IS NULL AS still_up
-  FROM {slices} JOIN {jobs} ON {jobs}.request_id = {slices}.request_id
-  WHERE {slices}.ready_at IS NOT NULL"""
+    jobs.request_id, jobs.team, jobs.tpu_type,
+    slice_spans.ready_at AS from_at,
+    {_open_until("slice_spans.deleted_at", "slice_spans.ready_at")} AS until_at,
+    IFNULL(slice_spans.chips_per_slice, jobs.chips_per_slice) AS chips,
+    slice_spans.deleted_at IS NULL AS still_up
+  FROM slice_spans JOIN jobs ON jobs.request_id = slice_spans.request_id
+  WHERE slice_spans.ready_at IS NOT NULL"""
 
 
 def job_lifecycle(n: Names) -> str:
@@ -116,14 +118,14 @@ def job_lifecycle(n: Names) -> str:
              MAX(IF(event = 'rejected', reason, NULL))) AS reason
   FROM {n.sql(JOB_EVENTS_UNIQUE)}
   GROUP BY request_id
-), slices AS (
+), slice_spans AS (
   {_slices(n)}
 ), held AS (
   SELECT
     request_id,
     SUM(GREATEST({_hours("until_at", "from_at")}, 0) * chips) AS slice_chip_hours,
     LOGICAL_OR(still_up) AS slice_still_up
-  FROM ({_held("jobs", "slices")})
+  FROM ({_held()})
   GROUP BY request_id
 ), timed AS (
   SELECT
@@ -178,7 +180,7 @@ def job_usage_daily(n: Names) -> str:
     picked = ",\n  ".join(f"MAX({column}) AS {column}" for column, _, _ in _PERCENTILES)
     return f"""WITH jobs AS (
   SELECT * FROM {n.sql(JOB_LIFECYCLE)}
-), slices AS (
+), slice_spans AS (
   {_slices(n)}
 ), held AS (
   SELECT
@@ -190,7 +192,7 @@ def job_usage_daily(n: Names) -> str:
   UNION ALL
   SELECT request_id, team, tpu_type, FALSE AS used, from_at, until_at, chips,
     still_up AS still_open
-  FROM ({_held("jobs", "slices")})
+  FROM ({_held()})
 ), days AS (
   SELECT
     held.*,
