@@ -131,35 +131,32 @@ def _fail_create(record: SliceRecord, config: AccelopsConfig, now: float, jobset
 
 
 def _slice_operation(entry: dict[str, Any], info: OperationInfo | None = None,
-                     now: float | None = None) -> SliceOperation | None:
-    """A recorded operation as the lifecycle sees it; ``info``: it ended (at ``now``
-    when GKE gave no end time). None for one not on a slice of a JobSet."""
+                     now: float | None = None) -> dict[str, Any] | None:
+    """A recorded operation as the lifecycle sees it (:class:`SliceOperation` fields);
+    ``info``: it ended (at ``now`` when GKE gave no end time). None for one not on a
+    slice of a JobSet."""
     if entry.get("slice") is None or not entry.get("jobset"):
         return None
     started = entry.get("op_started") or entry.get("started")
-    return SliceOperation(
-        action="create" if entry["action"] == "create" else "delete",
-        jobset=str(entry["jobset"]), slice_index=int(entry["slice"]), pool=str(entry["pool"]),
-        started_at=float(started) if started is not None else None,
-        ended_at=None if info is None else (info.end_time or now),
-        failed=info is not None and info.error is not None)
-
-
-_Checked = tuple[str | None, dict[str, SliceFailure], list[SliceOperation]]
+    return {"action": "create" if entry["action"] == "create" else "delete",
+            "jobset": str(entry["jobset"]), "slice_index": int(entry["slice"]),
+            "pool": str(entry["pool"]),
+            "started_at": float(started) if started is not None else None,
+            "ended_at": None if info is None else (info.end_time or now),
+            "failed": info is not None and info.error is not None}
 
 
 def _check_operations(record: SliceRecord, settings: Settings, config: AccelopsConfig,
-                      now: float) -> _Checked:
-    """Update the record from the operations in flight.
+                      now: float) -> tuple[str | None, dict[str, SliceFailure]]:
+    """Update the record from the operations in flight; those on slices that ended
+    wait in ``record.ended`` until their lifecycle transitions are published.
 
     Returns why this run must not act at all (another run is starting operations),
-    the JobSets whose create ended in an error just now, and the slice operations
-    that ended.
+    and the JobSets whose create ended in an error just now.
     """
     still: list[dict[str, Any]] = []
     busy_run: str | None = None
     failed: dict[str, SliceFailure] = {}
-    ended: list[SliceOperation] = []
     for inflight in record.operations:
         name = inflight.get("operation")
         if not name:
@@ -175,15 +172,15 @@ def _check_operations(record: SliceRecord, settings: Settings, config: AccelopsC
         log.info(f"{inflight['action']} of node pool {inflight['pool']} {outcome}",
                  operation=name, pool=inflight["pool"], jobset=inflight.get("jobset"))
         record.remember({**inflight, "finished": now, "result": outcome})
-        if (op := _slice_operation(inflight, operation, now)) is not None:
-            ended.append(op)
+        if (ended := _slice_operation(inflight, operation, now)) is not None:
+            record.ended = [*record.ended, ended]
         if operation.error and inflight["action"] == "create" and inflight.get("jobset"):
             failed[inflight["jobset"]] = _fail_create(
                 record, config, now, inflight["jobset"], inflight["pool"],
                 str(inflight.get("capacity") or ""), operation.error,
                 float(inflight.get("started") or now))
     record.operations = still
-    return busy_run, failed, ended
+    return busy_run, failed
 
 
 def _save_quietly(kube: KubeClient, namespace: str, record: SliceRecord) -> None:
@@ -212,24 +209,36 @@ def _start(action: Action, settings: Settings) -> OperationInfo:
     return gke.start_node_pool_delete(settings, action.pool)
 
 
-def _report(record: SliceRecord, snapshot: Snapshot, ended: list[SliceOperation],
-            settings: Settings, config: AccelopsConfig, now: float) -> int:
+def _report(record: SliceRecord, snapshot: Snapshot, kube: KubeClient, settings: Settings,
+            config: AccelopsConfig, now: float, *, claimed: bool) -> int:
     """Publish the lifecycle transitions this run observed, then mark them reported
     in the record (saved by the caller); returns how many were published.
 
-    A failed publish saves the rest of the record (operations started, backoffs) and
-    raises: the transitions stay unreported, for the next run to publish.
+    Only a run whose view of the record is the latest reports: one that did not
+    write it under its lock already (``claimed``) first writes it unchanged, and a
+    concurrent run's write since it was read (409) makes it leave the reporting to
+    the fresher run. A failed publish saves the rest of the record (operations
+    started, operations ended) and raises: the transitions stay unreported, for the
+    next run to publish at the same instants.
     """
-    inflight = [op for entry in record.operations
-                if (op := _slice_operation(entry)) is not None]
-    telemetry = derive_events(snapshot.jobs, snapshot.observed.pools, [*ended, *inflight],
+    operations = [SliceOperation(**entry) for entry in record.ended]
+    operations += [SliceOperation(**op) for entry in record.operations
+                   if (op := _slice_operation(entry)) is not None]
+    telemetry = derive_events(snapshot.jobs, snapshot.observed.pools, operations,
                               record.jobs, record.done, now)
+    namespace = config.slices.state_namespace
+    if telemetry.records and not claimed:
+        try:
+            save_record(kube, namespace, record)
+        except ConflictError:
+            log.info("slice record changed by a concurrent run; it reports the transitions")
+            return 0
     try:
         publish_job_events(settings, config, telemetry.records)
     except AccelopsError:
-        _save_quietly(get_client(settings), config.slices.state_namespace, record)
+        _save_quietly(kube, namespace, record)
         raise
-    record.jobs, record.done = telemetry.jobs, list(telemetry.done)
+    record.jobs, record.done, record.ended = telemetry.jobs, list(telemetry.done), []
     return len(telemetry.records)
 
 
@@ -257,7 +266,8 @@ def reconcile(settings: Settings | None = None, *, dry_run: bool = False,
         # The cluster's clock, not this machine's: grace periods are measured
         # against timestamps the cluster wrote.
         now = kube.server_time() or time.time()
-    waiting_on, failed, ended = _check_operations(record, settings, config, now)
+    busy_run, failed = _check_operations(record, settings, config, now)
+    waiting_on = busy_run
     snapshot = observe(kube, settings, config)
     observed = snapshot.observed
     known_failures = set(record.failures)
@@ -278,14 +288,16 @@ def reconcile(settings: Settings | None = None, *, dry_run: bool = False,
         until = time.strftime("%H:%M:%S", time.gmtime(record.backoff_until))
         waiting_on = f"backing off until {until} UTC after: {record.backoff_reason}"
     if not plan.start or waiting_on is not None:
-        events = _report(record, snapshot, ended, settings, config, now)
+        # A run starting operations right now reports once it has recorded them.
+        events = 0 if busy_run else _report(record, snapshot, kube, settings, config, now,
+                                            claimed=False)
         _save_quietly(kube, namespace, record)
         if plan.actions and waiting_on is None:
             waiting_on = (f"{len(record.operations)} operation(s) in flight; "
                           f"limit {config.slices.max_concurrent_operations}")
         return ReconcileReport(plan, observed, blocked=waiting_on if plan.actions else None,
                                failed=tuple(failed), events=events)
-    return _act(plan, snapshot, ended, record, kube, settings, config, now, tuple(failed))
+    return _act(plan, snapshot, record, kube, settings, config, now, tuple(failed))
 
 
 def _slice_of(action: Action, observed: Observed) -> int | None:
@@ -294,8 +306,8 @@ def _slice_of(action: Action, observed: Observed) -> int | None:
     return next((p.slice_index for p in observed.pools if p.name == action.pool), None)
 
 
-def _act(plan: Plan, snapshot: Snapshot, ended: list[SliceOperation], record: SliceRecord,
-         kube: KubeClient, settings: Settings, config: AccelopsConfig, now: float,
+def _act(plan: Plan, snapshot: Snapshot, record: SliceRecord, kube: KubeClient,
+         settings: Settings, config: AccelopsConfig, now: float,
          failed: tuple[str, ...]) -> ReconcileReport:
     namespace = config.slices.state_namespace
     observed = snapshot.observed
@@ -361,7 +373,8 @@ def _act(plan: Plan, snapshot: Snapshot, ended: list[SliceOperation], record: Sl
     keep_started()
     if started and not busy:
         record.backoff_attempts, record.backoff_until, record.backoff_reason = 0, 0.0, ""
-    events = _report(record, snapshot, ended, settings, config, now)
+    # The record was written under the lock above: this run's view is the latest.
+    events = _report(record, snapshot, kube, settings, config, now, claimed=True)
     _save_quietly(kube, namespace, record)
     return ReconcileReport(plan, observed, started=tuple(started), blocked=blocked,
                            failed=failed, events=events)

@@ -49,6 +49,9 @@ class SliceRecord:
     # and the JobSets fully reported that are still in the cluster.
     jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     done: list[str] = field(default_factory=list)
+    # Slice operations that ended, until the transitions they mark are published
+    # (shared.slices.events.SliceOperation fields).
+    ended: list[dict[str, Any]] = field(default_factory=list)
     resource_version: str | None = None  # of the ConfigMap it was read from
     stored: dict[str, str] | None = None  # the data as last read or written
 
