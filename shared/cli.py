@@ -305,6 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--no-validate", action="store_true",
                         help="publish even if the request does not validate locally")
     submit.set_defaults(func=cmd_jobs_submit)
+    from shared.jobs.cli import add_commands as add_job_commands
+
+    add_job_commands(jobs)
 
     slices = sub.add_parser(
         "slices", help="TPU node pools: print the plan, or reconcile once",
