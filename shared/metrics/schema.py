@@ -1,10 +1,11 @@
 """The BigQuery schema of load-test metrics, as code.
 
-Four tables: requests (one row per load-test request, DAY-partitioned on
+Five tables: requests (one row per load-test request, DAY-partitioned on
 ``start_time``, clustered by test and model), rejected records, test runs (what the
-load generator was asked to do, once per test and phase: :mod:`shared.metrics.run`)
-and pool actions (what ``pool_schedule`` did to a node pool:
-:mod:`shared.metrics.pool_action`). Views, which everything downstream reads:
+load generator was asked to do, once per test and phase: :mod:`shared.metrics.run`),
+pool actions (what ``pool_schedule`` did to a node pool:
+:mod:`shared.metrics.pool_action`) and job events (one transition in a job's life:
+:mod:`shared.metrics.job_event`). Views, which everything downstream reads:
 
 * ``requests_unique`` and ``test_runs_unique`` — one row per row key (and one run per
   test). Pub/Sub delivers at least once and a redelivered message is inserted again
@@ -19,7 +20,10 @@ and pool actions (what ``pool_schedule`` did to a node pool:
   server, with changes (error rate in percentage points);
 * ``pool_actions_unique`` and ``pool_savings_daily`` — node-pool actions once per
   action id, and the accelerator-hours their removals saved per UTC day and pool
-  (:mod:`shared.metrics.savings_sql`).
+  (:mod:`shared.metrics.savings_sql`);
+* ``job_events_unique``, ``job_lifecycle`` and ``job_usage_daily`` — job lifecycle
+  events once per event id, each job's durations and chip-hours, and their sums per
+  UTC day, team and TPU type (:mod:`shared.metrics.jobs_sql`).
 
 Percentiles are exact (PERCENTILE_CONT), not APPROX_QUANTILES: the sandbox's BigQuery
 emulator indexes ``APPROX_QUANTILES(...)[OFFSET(k)]`` one too far, and real BigQuery's
@@ -37,6 +41,13 @@ from dataclasses import dataclass
 from shared.bigquery import Field
 from shared.config import MetricsConfig
 from shared.errors import ConfigError
+from shared.metrics.jobs_sql import (
+    JOB_EVENTS_UNIQUE,
+    JOB_LIFECYCLE,
+    JOB_USAGE_DAILY,
+    job_lifecycle,
+    job_usage_daily,
+)
 from shared.metrics.savings_sql import POOL_ACTIONS_UNIQUE, POOL_SAVINGS_DAILY, pool_savings_daily
 
 __all__ = ["JOB_EVENT_FIELDS", "POOL_ACTION_FIELDS", "REJECTION_FIELDS", "REQUEST_FIELDS",
@@ -481,6 +492,12 @@ VIEWS: tuple[View, ...] = (
          "removed)", lambda n: _first_copy(n.sql(n.pool_actions_table))),
     View(POOL_SAVINGS_DAILY, "per UTC day, team and node pool: hours removed off-hours and "
          "the accelerator-hours that saved", pool_savings_daily),
+    View(JOB_EVENTS_UNIQUE, "job lifecycle events, one row per event id (redeliveries "
+         "removed)", lambda n: _first_copy(n.sql(n.job_events_table))),
+    View(JOB_LIFECYCLE, "per job request: its transitions, queue wait, provisioning and run "
+         "time, chip-hours used and idle slice chip-hours", job_lifecycle),
+    View(JOB_USAGE_DAILY, "per UTC day, team and TPU type: jobs submitted, rejected, started, "
+         "finished and failed, average durations, chip-hours used and idle", job_usage_daily),
 )
 
 

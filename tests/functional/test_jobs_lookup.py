@@ -4,6 +4,7 @@ number of API requests each lookup makes as the cluster grows."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from sandbox.kubeapi import KubeApiServer, start_kube_api
 from shared import kube
+from shared.cli import main
 from shared.config import Settings
 from shared.errors import ForbiddenError, NotFoundError, PermanentError
 from shared.jobs.lookup import cancel_job, find_jobset, job_logs, job_status, list_jobs
@@ -175,3 +177,36 @@ def test_a_lookup_makes_as_many_api_requests_for_thirty_jobs_as_for_three(
 
     assert counts[0] == counts[1]
     assert counts[0] <= 5
+
+
+@pytest.fixture
+def cli_env(server, settings, tmp_path, monkeypatch) -> None:
+    """The environment `accelops jobs` reads: the kubeconfig and a config file."""
+    config = tmp_path / "config.yaml"
+    config.write_text(CONFIG.model_dump_json())
+    monkeypatch.setenv("KUBECONFIG", str(settings.kubeconfig))
+    monkeypatch.setenv("ACCELOPS_CONFIG", str(config))
+    for name in ("ACCELOPS_PROJECT", "ACCELOPS_LOCATION", "ACCELOPS_CLUSTER",
+                 "ACCELOPS_GKE_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+
+
+def test_the_cli_lists_as_json_and_explains_in_text(server, cli_env, capsys):
+    add_queued(server, "cli-queued")
+    add_running(server, "cli-running")
+
+    assert main(["jobs", "list", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert main(["jobs", "status", "cli-running"]) == 0
+    text = capsys.readouterr().out
+
+    assert [(j["request_id"], j["state"]) for j in listed] == [
+        ("cli-queued", "queued"), ("cli-running", "running")]
+    assert "state       running" in text
+    assert "Running: 2 of 2 slice(s), 8 of 8 pods running." in text
+    assert "(GKE's node pools are not read: ACCELOPS_PROJECT" in text
+
+
+def test_the_cli_says_in_one_line_when_a_job_is_unknown(cli_env, capsys):
+    assert main(["jobs", "status", "ghost"]) == 1
+    assert capsys.readouterr().err.startswith("accelops: error: no job 'ghost' on the cluster")

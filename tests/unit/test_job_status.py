@@ -13,12 +13,12 @@ from shared.jobs.status import (
     Observation,
     explain,
     explain_rejection,
-    failure_kind,
     job_state,
     leader_or_failed_pod,
     summarize,
 )
 from shared.jobs.status_model import JobStatus
+from shared.jobs.status_parts import failure_kind
 from shared.names import pool_name
 from shared.slices.labels import ANNOTATION_SLICE_FAILURE
 from shared.slices.model import SliceFailure
