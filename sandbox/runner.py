@@ -412,7 +412,10 @@ class Sandbox:
             self.components[service.name] = Component(
                 service.name, port,
                 [python, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", "1",
-                 "--threads", "8", "--timeout", "0", service.wsgi_app],
+                 "--threads", "8", "--timeout", "0",
+                 # Its default control socket is one path per user: sandboxes side by
+                 # side would take it from each other.
+                 "--no-control-socket", service.wsgi_app],
                 str(logs / f"{service.name}.log"))
         # Once every port is known: a service's environment names its own URL.
         for service in self.services:
