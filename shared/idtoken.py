@@ -173,8 +173,7 @@ def verify(token: str, audiences: Sequence[str], certs_url: str | None = None) -
     from google.oauth2 import id_token
 
     if not audiences:
-        raise ConfigError("no audience to check ID tokens against",
-                          field="ACCELOPS_JOBS_API_AUDIENCE")
+        raise ConfigError("no audience to check ID tokens against", field="audiences")
     url = certs_url or certs_url_from_env()
     claims: Any = None
     for attempt in range(2):
@@ -189,7 +188,9 @@ def verify(token: str, audiences: Sequence[str], certs_url: str | None = None) -
             # A key the cached set lacks may be a newly rotated one: fetch once more.
             if attempt == 0 and "not found" in str(exc) and _request.forget(url):
                 continue
-            raise InvalidTokenError(f"invalid ID token: {exc}") from exc
+            # google-auth quotes a malformed token whole: never log or answer one.
+            reason = str(exc).replace(token, "<token>")[:300]
+            raise InvalidTokenError(f"invalid ID token: {reason}") from exc
     return _claims(claims)
 
 

@@ -177,10 +177,7 @@ def create_app(settings: Callable[[], Settings] = Settings.from_env) -> Flask:
         who = current_caller()
         status = job_status(settings(), config(), job_id)
         if status.team is None or not who.may_act_for(status.team):
-            whose = f"team {status.team}'s" if status.team else "no team's"
-            raise ForbiddenError(f"job {job_id!r} is {whose} job; {who.email} may act for "
-                                 f"{', '.join(sorted(who.teams))} only", field="id",
-                                 rule="must be a job of your team")
+            raise _not_yours(f"job {job_id!r}", status.team, who)
         return status
 
     @app.get(f"{JOBS_PATH}/<job_id:job_id>")
@@ -217,15 +214,19 @@ def create_app(settings: Callable[[], Settings] = Settings.from_env) -> Flask:
                                      "which is no team's: its logs are not served here",
                                      field="id", rule="must be a job of a team")
             if not who.may_act_for(team):
-                raise ForbiddenError(f"{jobset_ref(jobset)} is team {team}'s job; "
-                                     f"{who.email} may act for "
-                                     f"{', '.join(sorted(who.teams))} only", field="id",
-                                     rule="must be a job of your team")
+                raise _not_yours(jobset_ref(jobset), team, who)
         text = job_logs(where, policy, job_id, pod=pod, tail_lines=tail)
         return Response(text, mimetype="text/plain", headers={"Cache-Control": "no-store"})
 
     _add_error_handlers(app)
     return app
+
+
+def _not_yours(job: str, team: str | None, who: Caller) -> ForbiddenError:
+    whose = f"team {team}'s" if team else "no team's"
+    return ForbiddenError(f"{job} is {whose} job; {who.email} may act for "
+                          f"{', '.join(sorted(who.teams))} only", field="id",
+                          rule="must be a job of your team")
 
 
 # The query parameters each operation takes; any other is refused, so a misspelt one

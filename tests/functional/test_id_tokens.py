@@ -76,3 +76,13 @@ def test_a_token_from_the_environment_is_what_clients_send(monkeypatch):
     monkeypatch.setenv(idtoken.TOKEN_ENV, "  given-token  ")
 
     assert idtoken.fetch_token(AUDIENCE) == "given-token"
+
+
+def test_a_malformed_token_is_never_quoted_back(issuer):
+    _, server = issuer
+    secret = "Zm9vYmFy-not-a-jwt-but-maybe-a-secret"
+
+    with pytest.raises(idtoken.InvalidTokenError) as refused:
+        idtoken.verify(secret, [AUDIENCE], certs_url(server.port))
+
+    assert secret not in refused.value.message
