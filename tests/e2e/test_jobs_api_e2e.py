@@ -6,8 +6,8 @@ here); callers present ID tokens the sandbox's issuer signed (`accelops sandbox 
 which the service checks against the issuer's certificates over HTTP. Two teams submit
 jobs through it; each member sees and may act on their own team's only; an admin sees
 both; a queued job is explained through it; a cancel is refused for another team's job
-and removes one's own; a job's log is read through it; and the CLI does the same with
-``--api``.
+and removes one's own; a job's log is read through it — using every Kubernetes rule of
+the API's identity and no other request —; and the CLI does the same with ``--api``.
 """
 
 from __future__ import annotations
@@ -84,6 +84,28 @@ def cli(sandbox: Sandbox, token: str, *args: str) -> subprocess.CompletedProcess
     env = {**os.environ, "ACCELOPS_JOBS_API": sandbox.jobs_api_url, "ACCELOPS_ID_TOKEN": token}
     return subprocess.run([sys.executable, "-m", "shared.cli", "jobs", *args], env=env,
                           capture_output=True, text=True, timeout=60, check=False)
+
+
+def assert_the_api_did_only_what_its_rules_grant_and_used_every_rule(sandbox: Sandbox) -> None:
+    """The API's Kubernetes requests so far, from the cluster's access log."""
+    spec = next(s for s in system.SERVICES if s.name == "jobs_api")
+    user = identity(spec, PROJECT)
+    config = load_config(str(sandbox.config))
+    lines = [json.loads(line) for line in sandbox.access.access_log.read_text().splitlines()]
+    mine = [line for line in lines if line["user"] == user]
+
+    def resource(line: dict[str, Any]) -> str:  # "pods/log" for the log subresource
+        return "/".join(filter(None, (line["resource"], line["subresource"])))
+
+    assert mine
+    assert [line for line in mine if not line["allowed"]] == []
+    for line in mine:
+        probe = Probe(line["verb"], line["apiGroup"], resource(line), line["namespace"],
+                      line["name"] or "")
+        assert allowed_by_definition(spec, probe, config), line
+    used = {(line["apiGroup"], resource(line)) for line in mine}
+    for rule in spec.kube_rules:
+        assert {(rule.api_group, r) for r in rule.resources} & used, rule
 
 
 def test_a_token_the_sandbox_prints_is_accepted_and_a_call_without_one_is_not(sandbox):
@@ -171,6 +193,9 @@ def test_two_teams_submit_list_read_cancel_and_read_logs_each_their_own(sandbox,
         assert ops("DELETE", f"/v1/jobs/{job_id}").status_code == 200
     assert wait_for(lambda: ops("GET", "/v1/jobs").json()["jobs"] == [])
 
+    # All of that took every rule of the API's identity, and nothing else.
+    assert_the_api_did_only_what_its_rules_grant_and_used_every_rule(sandbox)
+
 
 def test_the_cli_submits_lists_and_cancels_through_the_api(sandbox, callers, tmp_path: Path):
     bob_token = callers[BOB].token
@@ -194,25 +219,3 @@ def test_the_cli_submits_lists_and_cancels_through_the_api(sandbox, callers, tmp
     assert "team inference's job" in refused.stderr
     assert cancelled.returncode == 0, cancelled.stderr
     assert wait_for(lambda: callers[BOB]("GET", "/v1/jobs").json()["jobs"] == [])
-
-
-def test_the_api_s_identity_did_only_what_its_rules_grant_and_used_every_rule(sandbox):
-    """Runs after the tests above: the API's Kubernetes requests, from the access log."""
-    spec = next(s for s in system.SERVICES if s.name == "jobs_api")
-    user = identity(spec, PROJECT)
-    config = load_config(str(sandbox.config))
-    lines = [json.loads(line) for line in sandbox.access.access_log.read_text().splitlines()]
-    mine = [line for line in lines if line["user"] == user]
-
-    assert mine
-    assert [line for line in mine if not line["allowed"]] == []
-    def resource(line: dict[str, Any]) -> str:  # "pods/log" for the log subresource
-        return "/".join(filter(None, (line["resource"], line["subresource"])))
-
-    for line in mine:
-        probe = Probe(line["verb"], line["apiGroup"], resource(line), line["namespace"],
-                      line["name"] or "")
-        assert allowed_by_definition(spec, probe, config), line
-    used = {(line["apiGroup"], resource(line)) for line in mine}
-    for rule in spec.kube_rules:
-        assert {(rule.api_group, r) for r in rule.resources} & used, rule
