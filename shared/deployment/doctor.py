@@ -280,7 +280,7 @@ def _bigquery(expect: Expectations) -> list[Finding]:
 AREAS: dict[str, tuple[str, Callable[[Expectations], list[Finding]]]] = {
     "pubsub": ("Pub/Sub", _pubsub),
     "kubernetes": ("the cluster", _kubernetes),
-    "identity": ("function identities", _identities),
+    "identity": ("function and service identities", _identities),
     "bigquery": ("BigQuery", _bigquery),
 }
 
