@@ -50,6 +50,8 @@ log = get_logger("accelops.slices")
 
 # An intent recorded without an operation name (the run died between the two
 # writes) is forgotten after this long; the next plan sees the pool either way.
+# Long by the cluster's clock and by this machine's: a run lasts real seconds, and
+# the cluster's clock may run faster (the sandbox's simulated one).
 STALE_INTENT_SECONDS = 120.0
 
 
@@ -160,7 +162,8 @@ def _check_operations(record: SliceRecord, settings: Settings, config: AccelopsC
     for inflight in record.operations:
         name = inflight.get("operation")
         if not name:
-            if now - float(inflight.get("started", 0)) < STALE_INTENT_SECONDS:
+            if (now - float(inflight.get("started", 0)) < STALE_INTENT_SECONDS
+                    or time.time() - float(inflight.get("wall", 0)) < STALE_INTENT_SECONDS):
                 busy_run = f"another run is starting the {inflight['action']} of {inflight['pool']}"
                 still.append(inflight)
             continue
@@ -287,10 +290,14 @@ def reconcile(settings: Settings | None = None, *, dry_run: bool = False,
     if waiting_on is None and plan.start and now < record.backoff_until:
         until = time.strftime("%H:%M:%S", time.gmtime(record.backoff_until))
         waiting_on = f"backing off until {until} UTC after: {record.backoff_reason}"
+    if busy_run:
+        # Another run is starting operations and writes the record when it has: a
+        # write from here would make its write fail and lose them. It, or the next
+        # run, sees what this one saw.
+        return ReconcileReport(plan, observed, blocked=busy_run if plan.actions else None,
+                               failed=tuple(failed))
     if not plan.start or waiting_on is not None:
-        # A run starting operations right now reports once it has recorded them.
-        events = 0 if busy_run else _report(record, snapshot, kube, settings, config, now,
-                                            claimed=False)
+        events = _report(record, snapshot, kube, settings, config, now, claimed=False)
         _save_quietly(kube, namespace, record)
         if plan.actions and waiting_on is None:
             waiting_on = (f"{len(record.operations)} operation(s) in flight; "
@@ -314,7 +321,7 @@ def _act(plan: Plan, snapshot: Snapshot, record: SliceRecord, kube: KubeClient,
     intents = {action.pool: {"action": action.kind, "pool": action.pool,
                              "jobset": action.jobset, "slice": _slice_of(action, observed),
                              "reason": action.reason, "capacity": _capacity(action),
-                             "started": now, "operation": None}
+                             "started": now, "wall": time.time(), "operation": None}
                for action in plan.start}
     settled = list(record.operations)
     record.operations = [*settled, *intents.values()]
