@@ -53,6 +53,9 @@ log = get_logger("accelops.slices")
 # Long by the cluster's clock and by this machine's: a run lasts real seconds, and
 # the cluster's clock may run faster (the sandbox's simulated one).
 STALE_INTENT_SECONDS = 120.0
+# A run publishing lifecycle transitions is presumed dead after this long (this
+# machine's clock): a publish waits at most 30 s (shared.pubsub).
+REPORTING_SECONDS = 60.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,11 +156,14 @@ def _check_operations(record: SliceRecord, settings: Settings, config: AccelopsC
     """Update the record from the operations in flight; those on slices that ended
     wait in ``record.ended`` until their lifecycle transitions are published.
 
-    Returns why this run must not act at all (another run is starting operations),
-    and the JobSets whose create ended in an error just now.
+    Returns why this run must not act at all (another run is starting operations or
+    publishing lifecycle transitions), and the JobSets whose create ended in an
+    error just now.
     """
     still: list[dict[str, Any]] = []
     busy_run: str | None = None
+    if time.time() - record.reporting < REPORTING_SECONDS:
+        busy_run = "another run is publishing lifecycle transitions"
     failed: dict[str, SliceFailure] = {}
     for inflight in record.operations:
         name = inflight.get("operation")
@@ -218,7 +224,8 @@ def _report(record: SliceRecord, snapshot: Snapshot, kube: KubeClient, settings:
     in the record (saved by the caller); returns how many were published.
 
     Only a run whose view of the record is the latest reports: one that did not
-    write it under its lock already (``claimed``) first writes it unchanged, and a
+    write it under its lock already (``claimed``) first writes it saying that it is
+    reporting (``reporting``: other runs neither report nor write meanwhile), and a
     concurrent run's write since it was read (409) makes it leave the reporting to
     the fresher run. A failed publish saves the rest of the record (operations
     started, operations ended) and raises: the transitions stay unreported, for the
@@ -231,11 +238,14 @@ def _report(record: SliceRecord, snapshot: Snapshot, kube: KubeClient, settings:
                               record.jobs, record.done, now)
     namespace = config.slices.state_namespace
     if telemetry.records and not claimed:
+        record.reporting = time.time()
         try:
             save_record(kube, namespace, record)
         except ConflictError:
             log.info("slice record changed by a concurrent run; it reports the transitions")
             return 0
+        finally:
+            record.reporting = 0.0  # cleared by the caller's save, whatever happens
     try:
         publish_job_events(settings, config, telemetry.records)
     except AccelopsError:
@@ -291,9 +301,9 @@ def reconcile(settings: Settings | None = None, *, dry_run: bool = False,
         until = time.strftime("%H:%M:%S", time.gmtime(record.backoff_until))
         waiting_on = f"backing off until {until} UTC after: {record.backoff_reason}"
     if busy_run:
-        # Another run is starting operations and writes the record when it has: a
-        # write from here would make its write fail and lose them. It, or the next
-        # run, sees what this one saw.
+        # Another run is starting operations or publishing transitions and writes the
+        # record when it has: a write from here would make its write fail and lose
+        # what it did. It, or the next run, sees what this one saw.
         return ReconcileReport(plan, observed, blocked=busy_run if plan.actions else None,
                                failed=tuple(failed))
     if not plan.start or waiting_on is not None:

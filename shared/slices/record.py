@@ -52,6 +52,9 @@ class SliceRecord:
     # Slice operations that ended, until the transitions they mark are published
     # (shared.slices.events.SliceOperation fields).
     ended: list[dict[str, Any]] = field(default_factory=list)
+    # When (this machine's clock) a run took the record to publish transitions;
+    # 0 once it saved what it published.
+    reporting: float = 0.0
     resource_version: str | None = None  # of the ConfigMap it was read from
     stored: dict[str, str] | None = None  # the data as last read or written
 
