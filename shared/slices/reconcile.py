@@ -164,6 +164,8 @@ def _check_operations(record: SliceRecord, settings: Settings, config: AccelopsC
     busy_run: str | None = None
     if time.time() - record.reporting < REPORTING_SECONDS:
         busy_run = "another run is publishing lifecycle transitions"
+    else:
+        record.reporting = 0.0  # that run died; its transitions are derived again
     failed: dict[str, SliceFailure] = {}
     for inflight in record.operations:
         name = inflight.get("operation")
