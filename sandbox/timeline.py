@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.names import pool_name
-from shared.slices.events import running_at
+from shared.slices.lifecycle import running_at
 from shared.slices.observe import JOBSET_NAME_LABEL, parse_time
 
 __all__ = ["JobTimeline", "SliceTimeline", "build_timelines"]
