@@ -22,12 +22,11 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from datetime import datetime
-from typing import Annotated, Any, Literal, get_args
+from typing import Annotated, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, StringConstraints, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, StringConstraints, model_validator
 
-from shared.metrics.record import Count, Short, parse_instant
+from shared.metrics.record import Count, Instant, Short
 from shared.metrics.run import KIND_ATTRIBUTE
 
 __all__ = ["EVENTS", "JOB_EVENT_KIND", "PER_SLICE", "EventKind", "JobEventRecord",
@@ -59,7 +58,7 @@ class JobEventRecord(BaseModel):
     event_id: EventId
     event: EventKind
     # When the transition happened (see the module docstring).
-    at: datetime
+    at: Instant
     request_id: _Id
     # The team as the request named it (a rejected request's may be unknown or absent).
     team: Short | None = None
@@ -77,13 +76,6 @@ class JobEventRecord(BaseModel):
     reason: _Text | None = None
     field: Short | None = None
     rule: Short | None = None
-
-    @field_validator("at", mode="before")
-    @classmethod
-    def _at(cls, value: Any) -> datetime:
-        if isinstance(value, datetime):
-            value = value.isoformat()
-        return parse_instant(value)
 
     @model_validator(mode="after")
     def _shape(self) -> JobEventRecord:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
@@ -33,7 +33,7 @@ from pydantic import (
     field_validator,
 )
 
-from shared.metrics.record import Count, Short, parse_instant
+from shared.metrics.record import Count, Instant, Short
 from shared.metrics.run import KIND_ATTRIBUTE
 
 __all__ = ["POOL_ACTION_KIND", "Action", "ActionId", "Method", "PoolActionRecord",
@@ -60,7 +60,7 @@ class PoolActionRecord(BaseModel):
 
     action_id: ActionId
     # When the action was taken (the tick's instant, not when it was ingested).
-    at: datetime
+    at: Instant
     project: _Name
     location: _Name
     cluster: _Name
@@ -74,15 +74,6 @@ class PoolActionRecord(BaseModel):
     schedule: Short | None = None
     team: Short | None = None
     forced: bool = False
-
-    @field_validator("at", mode="before")
-    @classmethod
-    def _at(cls, value: Any) -> datetime:
-        # JSON holds epoch seconds or text; a publisher building records in Python hands
-        # a datetime, held to the same rules through its ISO form (aware, in range).
-        if isinstance(value, datetime):
-            value = value.isoformat()
-        return parse_instant(value)
 
     @field_validator("method")
     @classmethod
