@@ -266,6 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--no-validate", action="store_true",
                         help="publish even if the request does not validate locally")
     submit.set_defaults(func=cmd_jobs_submit)
+    from shared.jobs.budget_cli import add_usage_command
+
+    add_usage_command(jobs)
 
     slices = sub.add_parser(
         "slices", help="TPU node pools: print the plan, or reconcile once",

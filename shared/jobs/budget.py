@@ -36,7 +36,7 @@ from shared.config import TeamBudget
 from shared.errors import PermanentError
 
 __all__ = ["BUDGET_RULE", "MAX_USAGE_AGE", "USAGE_CONFIGMAP", "USAGE_KEY", "BudgetDecision",
-           "TeamUsage", "UsageSnapshot", "check_budget", "day_start", "has_budget",
+           "TeamUsage", "UsageSnapshot", "check_budget", "current_usage", "day_start", "has_budget",
            "hours_text", "next_day", "next_week", "until_text", "week_start"]
 
 # The ConfigMap (in ``slices.state_namespace``) team_usage writes and submit_job reads,
@@ -139,6 +139,17 @@ class _Limit:
                 f"({until_text(now, self.resets)})")
 
 
+def current_usage(snapshot: UsageSnapshot, team: str, now: datetime) -> TeamUsage | None:
+    """The team's usage in ``now``'s day and week, as far as the snapshot tells (None
+    when it does not cover the team): usage of an earlier day or week than now's says
+    nothing about the current one, which counts as nothing used yet."""
+    usage = snapshot.teams.get(team)
+    if usage is None:
+        return None
+    return TeamUsage(today=usage.today if snapshot.day == day_start(now).date() else 0.0,
+                     week=usage.week if snapshot.week_start == week_start(now).date() else 0.0)
+
+
 def check_budget(team: str, budget: TeamBudget, snapshot: UsageSnapshot | None,
                  now: datetime) -> BudgetDecision:
     """Admit a request of ``team`` or refuse it for its budget.
@@ -159,19 +170,16 @@ def check_budget(team: str, budget: TeamBudget, snapshot: UsageSnapshot | None,
                                      f"old (as of {snapshot.as_of.isoformat()}; more than "
                                      f"{int(MAX_USAGE_AGE.total_seconds() // 60)} is stale): "
                                      f"team {team!r} admitted without a budget check")
-    usage = snapshot.teams.get(team)
+    usage = current_usage(snapshot, team, now)
     if usage is None:
         return BudgetDecision(False, f"cached usage as of {snapshot.as_of.isoformat()} does not "
                                      f"cover team {team!r} (its budget is newer): admitted "
                                      "without a budget check")
-    # Usage of an earlier day or week than now's says nothing about the current one.
-    today = usage.today if snapshot.day == day_start(now).date() else 0.0
-    week = usage.week if snapshot.week_start == week_start(now).date() else 0.0
     limits = []
     if budget.chip_hours_per_day is not None:
-        limits.append(_Limit("daily", budget.chip_hours_per_day, today, next_day(now)))
+        limits.append(_Limit("daily", budget.chip_hours_per_day, usage.today, next_day(now)))
     if budget.chip_hours_per_week is not None:
-        limits.append(_Limit("weekly", budget.chip_hours_per_week, week, next_week(now)))
+        limits.append(_Limit("weekly", budget.chip_hours_per_week, usage.week, next_week(now)))
     reached = [limit for limit in limits if limit.reached]
     if not reached:
         return BudgetDecision(checked=True)

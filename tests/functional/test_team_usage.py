@@ -23,6 +23,8 @@ import pytest
 import yaml
 
 from shared import bigquery, kube
+from shared.cli import main
+from shared.config import MetricsConfig
 from shared.jobs.budget import USAGE_CONFIGMAP, USAGE_KEY, UsageSnapshot
 from shared.jobs.budget_gate import reset_usage_cache
 from shared.kube import CONFIG_MAPS
@@ -117,8 +119,6 @@ def world(cluster: kube.KubeClient, kube_api: Any, pubsub_api: Any, bigquery_end
     kube_api.store.clock = lambda: NOW
     bigquery.reset_client()
     reset_usage_cache()
-    from shared.config import MetricsConfig
-
     apply_schema(PROJECT, MetricsConfig.model_validate(config["metrics"]))
     data, attributes = job_event_message(e for job in JOBS for e in job.events())
     event = envelope(message_id="7770001")
@@ -241,3 +241,18 @@ def test_the_cached_snapshot_is_plain_json_people_can_read(world):
                      ["data"][USAGE_KEY])
     assert raw["as_of"].startswith("2026-11-25T20:48:00")
     assert raw["teams"]["research"] == {"today": pytest.approx(72), "week": pytest.approx(144)}
+
+
+def test_jobs_usage_prints_what_the_next_request_of_each_team_would_meet(world, capsys):
+    tick(world)
+
+    assert main(["jobs", "usage"]) == 0
+
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("usage as of 2026-11-25T20:48:00Z (0 min ago), from ConfigMap "
+                               "accelops-system/accelops-team-usage")
+    rows = {line.split()[0]: line for line in lines[3:]}
+    assert rows["research"].split()[1:4] == ["72", "/", "50"]
+    assert rows["research"].endswith("it resets at 2026-11-26T00:00:00Z (in 3h 12m)")
+    assert rows["inference"].endswith("admitted")
+    assert rows["platform"].endswith("no budget")
