@@ -16,8 +16,9 @@ The rules:
   day (or week): what the team used since midnight is not known yet, and it cannot
   have been over budget at midnight.
 * Budgets are soft limits and must never block submissions because their plumbing is
-  down: a snapshot older than :data:`MAX_USAGE_AGE`, a missing one, or one that does
-  not cover the team admits the request with a warning for the caller to log.
+  down: a snapshot older than :data:`MAX_USAGE_AGE` (or stamped that far ahead of the
+  clock), a missing one, or one that does not cover the team admits the request with a
+  warning for the caller to log.
   Half an hour is six missed ``team_usage`` ticks, long enough that one slow BigQuery
   query or a restarted function does not open the gate, short enough that a team
   cannot run on unchecked for long.
@@ -165,11 +166,13 @@ def check_budget(team: str, budget: TeamBudget, snapshot: UsageSnapshot | None,
         return BudgetDecision(False, f"no cached usage (ConfigMap {USAGE_CONFIGMAP} missing): "
                                      f"team {team!r} admitted without a budget check")
     age = now - snapshot.as_of
-    if age > MAX_USAGE_AGE:
-        return BudgetDecision(False, f"cached usage is {int(age.total_seconds() // 60)} minutes "
-                                     f"old (as of {snapshot.as_of.isoformat()}; more than "
-                                     f"{int(MAX_USAGE_AGE.total_seconds() // 60)} is stale): "
-                                     f"team {team!r} admitted without a budget check")
+    if abs(age) > MAX_USAGE_AGE:
+        # Far ahead of this clock is no better: nothing says when it was true.
+        when = "old" if age > timedelta(0) else "ahead of this clock"
+        return BudgetDecision(False, f"cached usage is {int(abs(age).total_seconds() // 60)} "
+                                     f"minutes {when} (as of {snapshot.as_of.isoformat()}; more "
+                                     f"than {int(MAX_USAGE_AGE.total_seconds() // 60)} is "
+                                     f"stale): team {team!r} admitted without a budget check")
     usage = current_usage(snapshot, team, now)
     if usage is None:
         return BudgetDecision(False, f"cached usage as of {snapshot.as_of.isoformat()} does not "

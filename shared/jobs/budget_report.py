@@ -54,7 +54,8 @@ def usage_text(config: AccelopsConfig, snapshot: UsageSnapshot | None, now: date
         header = f"no cached usage ({where} is missing: team_usage has not run yet)"
     else:
         age = max(0, int((now - snapshot.as_of).total_seconds() // 60))
-        stale = " - stale, budgets are not enforced" if now - snapshot.as_of > MAX_USAGE_AGE else ""
+        stale = (" - stale, budgets are not enforced"
+                 if abs(now - snapshot.as_of) > MAX_USAGE_AGE else "")
         header = (f"usage as of {snapshot.as_of:%Y-%m-%dT%H:%M:%SZ} ({age} min ago{stale}), "
                   f"from {where}")
     rows = [("team", "today (UTC)", "this week", "a request now")]

@@ -165,3 +165,36 @@ def test_an_over_budget_team_is_refused_until_utc_midnight_and_others_are_not(
     publish_request(publisher, "gemma-v4.json", "e2e-budget-next-day")
 
     assert wait_for(lambda: jobsets_for(custom, "e2e-budget-next-day"), timeout=30)
+
+
+def test_team_usage_did_only_what_its_identity_is_granted_and_used_every_rule(sandbox):
+    """After the ticks above (a create, reads and updates of its ConfigMap), under RBAC
+    as its own user."""
+    from shared.deployment import system
+    from shared.deployment.access import Probe, allowed_by_definition
+    from shared.deployment.manifests import identity
+
+    spec = system.function("team_usage")
+    config = load_config(str(sandbox.config))
+    lines = [json.loads(line) for line in sandbox.access.access_log.read_text().splitlines()]
+    mine = [line for line in lines if line["user"] == identity(spec, PROJECT)]
+
+    assert mine
+    assert [line for line in mine if not line["allowed"]] == []
+    for line in mine:
+        probe = Probe(line["verb"], line["apiGroup"], line["resource"], line["namespace"],
+                      line["name"] or "")
+        assert allowed_by_definition(spec, probe, config), line
+    assert {line["verb"] for line in mine} == {"get", "create", "update"}
+
+
+def test_doctor_finds_the_budget_deployment_as_defined(sandbox, capsys):
+    from shared.cli import main
+
+    code = main(["doctor", "--state-dir", str(sandbox.state_dir)])
+
+    report = capsys.readouterr().out
+    assert code == 0, report
+    assert ("team_usage (accelops-team-usage@accelops-local.iam.gserviceaccount.com) may do "
+            "what it needs and nothing more") in report
+    assert "subscription team-usage-team-usage delivers to team_usage" in report

@@ -165,6 +165,16 @@ def test_a_snapshot_written_a_little_ahead_of_this_clock_is_still_fresh():
     assert error.rule == "budget"
 
 
+def test_a_snapshot_stamped_far_ahead_of_this_clock_is_not_trusted():
+    ahead = NOW + MAX_USAGE_AGE + timedelta(minutes=5)
+
+    decision = check_budget("research", DAILY, snapshot(today=5000, as_of=ahead), NOW)
+
+    assert not decision.checked
+    assert decision.warning is not None
+    assert "35 minutes ahead of this clock" in decision.warning
+
+
 def test_resets_are_strictly_after_now_even_at_midnight_itself():
     midnight_monday = datetime(2026, 11, 30, tzinfo=UTC)
 
