@@ -84,6 +84,7 @@ bench: $(STAMP)
 	$(PY) -m tests.bench.dashboard
 	$(PY) -m tests.bench.hostile
 	$(PY) -m tests.bench.serving
+	$(PY) -m tests.bench.jobs
 
 sandbox-up: $(STAMP)
 	$(VENV)/bin/accelops sandbox up

@@ -22,6 +22,7 @@ from typing import Any
 
 from shared.clients import ClientCache
 from shared.errors import (
+    ConfigError,
     DeploymentError,
     NotFoundError,
     PermissionDeniedError,
@@ -80,7 +81,13 @@ def client(project: str) -> Any:
             return bigquery.Client(
                 project=project, credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
                 client_options=ClientOptions(api_endpoint=endpoint))
-        return bigquery.Client(project=project)
+        import google.auth.exceptions
+
+        try:
+            return bigquery.Client(project=project)
+        except google.auth.exceptions.DefaultCredentialsError as exc:
+            # A deployment (or a workstation) without credentials, not a bad request.
+            raise ConfigError(f"no Google credentials for BigQuery: {exc}") from exc
 
     return _clients.get((project, endpoint), build)
 

@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Any
 from shared.errors import AccelopsError, PermanentError
 
 if TYPE_CHECKING:
+    from datetime import timedelta
+
     from shared.jobs.request import JobRequest
 
 __all__ = ["main"]
@@ -185,24 +187,57 @@ def _metrics_env(stack: Any, args: argparse.Namespace) -> None:
         stack.enter_context(sandbox.client_env())
 
 
+def _daily_window(args: argparse.Namespace, what: str) -> tuple[str, timedelta]:
+    """``--since`` of a daily report (savings, jobs) as text and duration; refuses the
+    load-test options."""
+    from shared.metrics.window import DEFAULT_SINCE, parse_since
+
+    if args.compare:
+        raise PermanentError(f"--compare is for load tests, not `accelops report {what}`")
+    since_text = args.since or DEFAULT_SINCE
+    try:
+        return since_text, parse_since(since_text)
+    except ValueError as exc:
+        raise PermanentError(str(exc), field="--since") from exc
+
+
 def cmd_report_savings(args: argparse.Namespace) -> int:
     import contextlib
 
-    from shared.metrics.savings import DEFAULT_SINCE, BigQuerySavings, first_day, parse_since
+    from shared.metrics.savings import BigQuerySavings
     from shared.metrics.savings_report import savings_text
+    from shared.metrics.window import first_day
 
-    if args.compare:
-        raise PermanentError("--compare is for load tests, not `accelops report savings`")
-    since_text = args.since or DEFAULT_SINCE
-    try:
-        since = parse_since(since_text)
-    except ValueError as exc:
-        raise PermanentError(str(exc), field="--since") from exc
+    since_text, since = _daily_window(args, "savings")
+    if args.team:
+        raise PermanentError("--team is for `accelops report jobs`, not `accelops report "
+                             "savings`")
     with contextlib.ExitStack() as stack:
         _metrics_env(stack, args)
         rows = BigQuerySavings.from_env().pool_savings(since)
     print(savings_text(rows, first_day(since), since_text), end="")
     return 0
+
+
+def cmd_report_jobs(args: argparse.Namespace) -> int:
+    import contextlib
+
+    from shared.metrics.jobs import BigQueryJobs
+    from shared.metrics.jobs_report import jobs_text
+    from shared.metrics.window import first_day
+
+    since_text, since = _daily_window(args, "jobs")
+    with contextlib.ExitStack() as stack:
+        _metrics_env(stack, args)
+        source = BigQueryJobs.from_env()
+        rows = source.job_usage(since, args.team)
+        waits = source.slowest_waits(since, args.team)
+    print(jobs_text(rows, waits, first_day(since), since_text, args.team), end="")
+    return 0
+
+
+# Reports over a window of days, named by a word where a load test's id would go.
+_DAILY_REPORTS = {"savings": cmd_report_savings, "jobs": cmd_report_jobs}
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -212,10 +247,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     from shared.metrics.report import build_report, report_dir_name, save_report
     from shared.metrics.views import BigQueryMetrics
 
-    if args.test_id == "savings":
-        return cmd_report_savings(args)
+    daily = _DAILY_REPORTS.get(args.test_id)
+    if daily is not None:
+        return daily(args)
     if args.since:
-        raise PermanentError("--since is for `accelops report savings`, not a load test")
+        raise PermanentError("--since is for `accelops report savings` and `accelops report "
+                             "jobs`, not a load test")
+    if args.team:
+        raise PermanentError("--team is for `accelops report jobs`, not a load test")
     with contextlib.ExitStack() as stack:
         _metrics_env(stack, args)
         report = build_report(BigQueryMetrics.from_env(), args.test_id, args.compare)
@@ -267,7 +306,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="publish even if the request does not validate locally")
     submit.set_defaults(func=cmd_jobs_submit)
     from shared.jobs.budget_cli import add_usage_command
+    from shared.jobs.cli import add_commands as add_job_commands
 
+    add_job_commands(jobs)
     add_usage_command(jobs)
 
     slices = sub.add_parser(
@@ -304,14 +345,20 @@ def build_parser() -> argparse.ArgumentParser:
 
     report = sub.add_parser(
         "report", help="HTML report with PNG charts of a load test (optionally vs another); "
-                       "`report savings`: accelerator-hours saved by off-hours pool removal",
+                       "`report savings`: accelerator-hours saved by off-hours pool removal; "
+                       "`report jobs`: queue wait, run time and chip-hours of jobs",
         description="Reads the BigQuery views of $ACCELOPS_PROJECT (or $BIGQUERY_EMULATOR_HOST); "
                     "with neither set, the local sandbox's BigQuery (started if needed).")
-    report.add_argument("test_id", help="the load test to report on, or `savings`: a table of "
-                                        "accelerator-hours saved per day, team and pool")
+    report.add_argument("test_id", metavar="TEST_ID|savings|jobs",
+                        help="the load test to report on; `savings`: a table of "
+                             "accelerator-hours saved per day, team and pool; `jobs`: jobs "
+                             "submitted, started, finished and failed, queue wait, "
+                             "provisioning and run time, chip-hours used and idle, per team, "
+                             "TPU type and day, and the slowest queue waits")
     report.add_argument("--since", metavar="WINDOW",
-                        help="with savings: how far back, e.g. 36h or 2w (default: a week; "
-                             "whole UTC days)")
+                        help="with savings or jobs: how far back, e.g. 36h or 2w (default: a "
+                             "week; whole UTC days)")
+    report.add_argument("--team", help="with jobs: only this team's jobs")
     report.add_argument("--compare", metavar="OTHER_ID", help="a test to compare it with")
     report.add_argument("--out", default="reports",
                         help="directory for report folders (default: reports)")

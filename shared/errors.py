@@ -24,6 +24,7 @@ __all__ = [
     "ConfigError",
     "ConflictError",
     "DeploymentError",
+    "ForbiddenError",
     "InvalidEventError",
     "MissingTargetError",
     "NotFoundError",
@@ -99,6 +100,11 @@ class PermissionDeniedError(DeploymentError):
 
 class NotFoundError(PermanentError):
     """The object asked for does not exist."""
+
+
+class ForbiddenError(PermanentError):
+    """The caller may not act on this object (another team's job, say): refused, not
+    retried. The message says whose object it is, so the caller knows whom to ask."""
 
 
 class ConflictError(PermanentError):

@@ -49,6 +49,8 @@ __all__ = [
     "list_node_pools",
     "set_node_pool_autoscaling",
     "set_node_pool_size",
+    "start_node_pool_create",
+    "start_node_pool_delete",
 ]
 
 API_TIMEOUT = 30.0
@@ -242,6 +244,11 @@ def create_node_pool(settings: Settings, spec: PoolSpec) -> str:
     RateLimitedError on quota, ConflictError when the pool exists, PermanentError
     when GKE refuses the shape.
     """
+    return start_node_pool_create(settings, spec).name
+
+
+def start_node_pool_create(settings: Settings, spec: PoolSpec) -> OperationInfo:
+    """:func:`create_node_pool`, returning the operation as GKE answered (its start time)."""
     from google.cloud import container_v1
 
     config: dict[str, Any] = {"machine_type": spec.machine_type, "labels": spec.labels,
@@ -272,15 +279,39 @@ def create_node_pool(settings: Settings, spec: PoolSpec) -> str:
     parent = _cluster_path(settings)
     operation = _call(f"create node pool {spec.name}", container_client(settings).create_node_pool,
                       parent=parent, node_pool=container_v1.NodePool(pool))
-    return str(operation.name)
+    return _operation_info(operation)
 
 
 def delete_node_pool(settings: Settings, name: str) -> str:
     """Start deleting the pool; returns the operation name without waiting for it."""
+    return start_node_pool_delete(settings, name).name
+
+
+def start_node_pool_delete(settings: Settings, name: str) -> OperationInfo:
+    """Start deleting the pool; returns the operation as GKE answered (its start time)."""
     path = f"{_cluster_path(settings)}/nodePools/{name}"
     operation = _call(f"delete node pool {name}", container_client(settings).delete_node_pool,
                       name=path)
-    return str(operation.name)
+    return _operation_info(operation)
+
+
+def _instant(text: str) -> float | None:
+    """An RFC 3339 time as Google APIs print it (``...T10:00:00.123Z``), in epoch seconds."""
+    if not text:
+        return None
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _operation_info(operation: Any) -> OperationInfo:
+    error = operation.error.message if operation.error and operation.error.message else None
+    return OperationInfo(name=str(operation.name), status=_enum_name(operation.status),
+                         error=error or (operation.status_message or None),
+                         target=operation.target_link,
+                         start_time=_instant(operation.start_time),
+                         end_time=_instant(operation.end_time))
 
 
 def get_operation(settings: Settings, name: str) -> OperationInfo:
@@ -289,10 +320,7 @@ def get_operation(settings: Settings, name: str) -> OperationInfo:
         f"projects/{settings.project}/locations/{settings.location}/operations/{name}")
     operation = _call(f"get operation {name}", container_client(settings).get_operation,
                       name=path)
-    error = operation.error.message if operation.error and operation.error.message else None
-    return OperationInfo(name=operation.name, status=_enum_name(operation.status),
-                         error=error or (operation.status_message or None),
-                         target=operation.target_link)
+    return _operation_info(operation)
 
 
 def cluster_endpoint(settings: Settings) -> ClusterEndpoint:

@@ -200,6 +200,26 @@ class KubeClient:
         with contextlib.suppress(NotFoundError):
             self._request("DELETE", resource.path(namespace, name), body=body)
 
+    def read_log(self, name: str, namespace: str, *, container: str | None = None,
+                 tail_lines: int | None = None) -> str:
+        """A pod's log (the ``log`` subresource, plain text); NotFoundError when the pod
+        is gone, PermanentError (400) when its container has not started."""
+        query: builtins.list[tuple[str, Any]] = []
+        if container:
+            query.append(("container", container))
+        if tail_lines is not None:
+            query.append(("tailLines", str(tail_lines)))
+        path = PODS.path(namespace, name, "log")
+        with _translated(f"GET {path}"):
+            serialized = self._api.param_serialize(
+                method="GET", resource_path=path, query_params=query,
+                header_params={"Accept": "text/plain, */*"}, auth_settings=["BearerToken"])
+            response = self._api.call_api(*serialized, _request_timeout=REQUEST_TIMEOUT)
+            self._note_date(response.headers.get("Date"))
+            response.read()
+            raw = self._api.response_deserialize(response, {"2XX": "bytearray"}).data
+        return bytes(raw or b"").decode("utf-8", errors="replace")
+
     def _request(self, method: str, path: str, *,
                  query: builtins.list[tuple[str, Any]] | None = None, body: Any = None,
                  content_type: str | None = None) -> dict[str, Any]:

@@ -5,7 +5,14 @@ How a pod's program behaves is read from its first container's environment:
 * ``ACCELOPS_SANDBOX_RUN_SECONDS`` — simulated seconds the containers run
   (default 300);
 * ``ACCELOPS_SANDBOX_OUTCOME`` — ``succeed`` (default, exit code 0) or ``fail``
-  (exit code 1).
+  (exit code 1);
+* ``ACCELOPS_SANDBOX_MESSAGE`` — what the program says as it exits: the last line
+  of its log and the container's ``state.terminated.message`` (what a program
+  writes to its termination-message file, ``/dev/termination-log``).
+
+Each container instance writes a log (served by the ``pods/{name}/log``
+subresource, :mod:`sandbox.kubeapi.podlogs`): a line when it starts, a line when
+it exits with its exit code, then the message.
 
 With ``restartPolicy: Never`` the pod ends Succeeded or Failed, with terminated
 container statuses; ``OnFailure`` restarts a failed container in place and
@@ -35,22 +42,29 @@ from sandbox.cluster.objects import (
     parse_timestamp,
     patch_quietly,
     timestamp,
+    uid_of,
 )
 from sandbox.kubeapi import ObjectStore
 
-__all__ = ["DEFAULT_RUN_SECONDS", "PodRuntime", "behaviour"]
+__all__ = ["DEFAULT_RUN_SECONDS", "ENV_MESSAGE", "PodRuntime", "behaviour", "exit_message"]
 
 DEFAULT_RUN_SECONDS = 300.0
 # Substrings of images whose programs serve until stopped.
 SERVER_IMAGES = ("sax-model-server",)
+ENV_MESSAGE = "ACCELOPS_SANDBOX_MESSAGE"
+
+
+def _env(pod: Mapping[str, Any]) -> dict[str, Any]:
+    containers = (pod.get("spec") or {}).get("containers") or []
+    return {str(e.get("name")): e.get("value") for e in (containers[0].get("env") or [])} \
+        if containers else {}
 
 
 def behaviour(pod: Mapping[str, Any]) -> tuple[float | None, bool]:
     """(simulated run seconds or None: until deleted, succeeds?) from the first
     container's environment."""
     containers = (pod.get("spec") or {}).get("containers") or []
-    env = {str(e.get("name")): e.get("value") for e in (containers[0].get("env") or [])} \
-        if containers else {}
+    env = _env(pod)
     succeeds = str(env.get(ENV_OUTCOME) or "succeed").strip().lower() != "fail"
     server = controller_uid(pod, "ReplicaSet") is not None or any(
         marker in str(containers[0].get("image", "")) for marker in SERVER_IMAGES) \
@@ -62,6 +76,12 @@ def behaviour(pod: Mapping[str, Any]) -> tuple[float | None, bool]:
     except (TypeError, ValueError):
         seconds = DEFAULT_RUN_SECONDS
     return seconds, succeeds
+
+
+def exit_message(pod: Mapping[str, Any]) -> str | None:
+    """What the pod's program says as it exits (``ACCELOPS_SANDBOX_MESSAGE``), if anything."""
+    message = str(_env(pod).get(ENV_MESSAGE) or "").strip()
+    return message or None
 
 
 def _started_at(pod: Mapping[str, Any]) -> float | None:
@@ -87,11 +107,14 @@ class PodRuntime:
         """Finish what is due; returns the simulated time the next pod is due, if any."""
         now = self.clock.time()
         next_due: float | None = None
-        for pod in self.store.list(*PODS):
+        pods = self.store.list(*PODS)
+        self.store.pod_logs.retain(uid_of(pod) for pod in pods)
+        for pod in pods:
             status = pod.get("status") or {}
             if status.get("phase") != "Running" or deleting(pod) \
                     or not (pod.get("spec") or {}).get("nodeName") or self._skip(pod):
                 continue
+            self._log_started(pod)
             started = _started_at(pod)
             seconds, succeeds = behaviour(pod)
             if started is None or seconds is None:
@@ -103,18 +126,38 @@ class PodRuntime:
                 next_due = due
         return next_due
 
+    def _log_started(self, pod: Obj) -> None:
+        """Write the start line of each container instance not logged yet."""
+        logs, uid = self.store.pod_logs, uid_of(pod)
+        for entry in (pod.get("status") or {}).get("containerStatuses") or []:
+            started = ((entry.get("state") or {}).get("running") or {}).get("startedAt")
+            name, restart = str(entry.get("name", "")), int(entry.get("restartCount") or 0)
+            if started and not logs.has(uid, name, restart):
+                image = str(entry.get("image") or "")
+                logs.write(uid, name, restart, str(started),
+                           f"sandbox runtime: container {name} started"
+                           + (f" (image {image})" if image else "")
+                           + (f", restart {restart}" if restart else ""))
+
     def _exit(self, pod: Obj, succeeds: bool) -> None:
         now = timestamp(self.clock)
         policy = (pod.get("spec") or {}).get("restartPolicy") or "Always"
         status: Obj = dict(pod.get("status") or {})
         exit_code = 0 if succeeds else 1
         restart = policy == "Always" or (policy == "OnFailure" and not succeeds)
+        message = exit_message(pod)
         statuses = []
         for entry in status.get("containerStatuses") or []:
             entry = dict(entry)
             started = ((entry.get("state") or {}).get("running") or {}).get("startedAt")
             terminated = {"exitCode": exit_code, "reason": "Completed" if succeeds else "Error",
                           "startedAt": started, "finishedAt": now}
+            if message:
+                terminated["message"] = message
+            self.store.pod_logs.write(
+                uid_of(pod), str(entry.get("name", "")), int(entry.get("restartCount") or 0),
+                now, f"sandbox runtime: exiting with code {exit_code}"
+                + (f"\n{message}" if message else ""))
             if restart:
                 entry["lastState"] = {"terminated": terminated}
                 entry["state"] = {"running": {"startedAt": now}}

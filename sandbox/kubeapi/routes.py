@@ -12,8 +12,9 @@ reasoned about (and tested) on its own; :mod:`sandbox.kubeapi.server` does the H
 plumbing and the access checks (:mod:`~sandbox.kubeapi.access`) around it.
 
 Not supported, answered with a clear 400 rather than silently misbehaving:
-``watch=true`` and ``dryRun``. Subresources other than ``status`` (``scale``,
-``log``, ``binding``, ``eviction``, namespace ``finalize``) are 404.
+``watch=true`` and ``dryRun``. Subresources other than ``status`` and pods' ``log``
+(:mod:`~sandbox.kubeapi.podlogs`, plain text) — ``scale``, ``binding``, ``eviction``,
+namespace ``finalize`` — are 404.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from sandbox.kubeapi.authn import ANONYMOUS, UserInfo
 from sandbox.kubeapi.discovery import AGGREGATED_MEDIA_TYPE, Discovery, wants_aggregated
 from sandbox.kubeapi.errors import ApiError, JsonObject, success_status
 from sandbox.kubeapi.patch import PatchType, decode_patch_body, patch_type_for
+from sandbox.kubeapi.podlogs import read_pod_log
 from sandbox.kubeapi.rbac import Decision
 from sandbox.kubeapi.selectors import SelectorError, parse_field_selector
 from sandbox.kubeapi.store import ObjectStore, Subresource
@@ -162,6 +164,10 @@ class ApiRouter:
         if not rest:
             self._only(request, "GET")
             return Response(200, self.discovery.resource_list(group, version))
+        if group == "" and len(rest) == 5 and rest[0] == "namespaces" and rest[2] == "pods" \
+                and rest[4] == "log":
+            self._only(request, "GET")
+            return self._pod_log(request, rest[1], rest[3])
         target = self._target(group, version, rest)
         info = resources.known(group, target.resource)
         if info is not None and not info.stored:
@@ -219,6 +225,13 @@ class ApiRouter:
         assert target.name is not None
         obj = self.store.get(target.group, target.resource, target.name, target.store_namespace)
         return Response(200, self._present(obj, target))
+
+    def _pod_log(self, request: Request, namespace: str, name: str) -> Response:
+        pod = self.store.get("", "pods", name, namespace)
+        params = {key: request.param(key) for key in
+                  ("container", "tailLines", "previous", "timestamps", "limitBytes")}
+        return Response(200, read_pod_log(self.store.pod_logs, pod, params),
+                        content_type="text/plain")
 
     def _body_object(self, request: Request, target: Target) -> JsonObject:
         text = request.body.decode("utf-8", errors="replace")

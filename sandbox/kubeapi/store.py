@@ -25,6 +25,9 @@ GKE live here rather than in the HTTP layer:
 * namespaced objects need their Namespace (404 ``namespaces "x" not found``,
   403 while it is terminating).
 
+Pods' container logs live beside the objects (``pod_logs``, written by the simulated
+pod runtime, read through the ``log`` subresource).
+
 ``subscribe(callback)`` delivers ``("ADDED"|"MODIFIED"|"DELETED", object)``
 after every change, in resourceVersion order, never while the store lock is
 held, so callbacks may write to the store (their own events are delivered
@@ -48,6 +51,7 @@ from typing import Any, Literal, NamedTuple
 from sandbox.kubeapi import resources
 from sandbox.kubeapi.errors import ApiError, JsonObject
 from sandbox.kubeapi.patch import PatchType, apply_patch, apply_patch_body
+from sandbox.kubeapi.podlogs import PodLogs
 from sandbox.kubeapi.selectors import (
     FieldSelector,
     LabelSelector,
@@ -123,6 +127,8 @@ class ObjectStore:
         self._listeners: list[Listener] = []
         self._pending: deque[tuple[str, JsonObject]] = deque()
         self._dispatching = False
+        # Container output of simulated pods, served as the pods/log subresource.
+        self.pod_logs = PodLogs()
 
     # ------------------------------------------------------------------ clock
 

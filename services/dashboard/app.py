@@ -1,5 +1,7 @@
 """The load-test dashboard: the CLI's report pages and charts, served from Cloud Run,
-and what off-hours node-pool removal saved (``/savings``, linked from the test list).
+what off-hours node-pool removal saved (``/savings``) and how jobs fared (``/jobs``:
+queue wait, provisioning, run time, chip-hours used and idle), both linked from the
+test list.
 
 It renders with :mod:`shared.metrics.report`, so a page here and an ``accelops
 report`` directory are the same HTML; only the chart ``src`` differs (chart routes
@@ -29,9 +31,12 @@ from typing import Generic, TypeVar
 from flask import Flask, Response, request, url_for
 
 from services.dashboard.cache import FINISHED_SECONDS, LIVE_SECONDS, TtlCache, settled
+from services.dashboard.jobs import add_jobs_routes
 from services.dashboard.savings import add_savings_routes
+from services.dashboard.window import BadWindow
 from shared.errors import ConfigError, NotFoundError, TransientError
 from shared.log import get_logger
+from shared.metrics.jobs import JobsSource
 from shared.metrics.model import Baselines, MetricsSource
 from shared.metrics.report import (
     CHART_NAMES,
@@ -101,6 +106,12 @@ def _bigquery_savings() -> SavingsSource:
     return BigQuerySavings.from_env()
 
 
+def _bigquery_jobs() -> JobsSource:
+    from shared.metrics.jobs import BigQueryJobs
+
+    return BigQueryJobs.from_env()
+
+
 def _checked(test_id: str, what: str = "test id") -> str:
     if not TEST_ID.fullmatch(test_id):
         raise _InvalidTestId(f"{what} {test_id!r} is not a load test id: 1-128 characters "
@@ -149,9 +160,11 @@ class _KeptReport:
 
 def create_app(source_factory: Callable[[], MetricsSource] | None = None,
                clock: Callable[[], float] = time.monotonic,
-               savings_factory: Callable[[], SavingsSource] | None = None) -> Flask:
-    """The dashboard app; ``source_factory`` and ``savings_factory`` default to the BigQuery
-    views from the env, ``clock`` (seconds) times how long built reports are kept."""
+               savings_factory: Callable[[], SavingsSource] | None = None,
+               jobs_factory: Callable[[], JobsSource] | None = None) -> Flask:
+    """The dashboard app; ``source_factory``, ``savings_factory`` and ``jobs_factory``
+    default to the BigQuery views from the env, ``clock`` (seconds) times how long built
+    reports are kept."""
     app = Flask(__name__)
     source = _LazySource(source_factory or _bigquery_source)
     reports: TtlCache[_KeptReport] = TtlCache(clock)
@@ -180,7 +193,7 @@ def create_app(source_factory: Callable[[], MetricsSource] | None = None,
         tests = source.get().recent_tests(RECENT_TESTS)
         page = render_index_html(tests, lambda test_id: url_for("test_page", test_id=test_id),
                                  sort=request.args.get("sort"), direction=request.args.get("dir"),
-                                 savings_href=url_for("savings"))
+                                 savings_href=url_for("savings"), jobs_href=url_for("jobs"))
         return Response(page, mimetype="text/html", headers={"Cache-Control": _INDEX_CACHE})
 
     @app.get("/tests/<test_id>")
@@ -209,8 +222,12 @@ def create_app(source_factory: Callable[[], MetricsSource] | None = None,
         png = report_of(test_id, compare).chart(name)
         return Response(png, mimetype="image/png", headers={"Cache-Control": _CHART_CACHE})
 
-    add_savings_routes(app, _LazySource(savings_factory or _bigquery_savings).get, clock,
-                       _error_page)
+    add_savings_routes(app, _LazySource(savings_factory or _bigquery_savings).get, clock)
+    add_jobs_routes(app, _LazySource(jobs_factory or _bigquery_jobs).get, clock)
+
+    @app.errorhandler(BadWindow)
+    def bad_window(exc: BadWindow) -> Response:
+        return _error_page(400, "Bad Request", str(exc))
 
     @app.errorhandler(_InvalidTestId)
     def invalid_test_id(exc: _InvalidTestId) -> Response:

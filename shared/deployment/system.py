@@ -108,7 +108,9 @@ FUNCTIONS: tuple[Function, ...] = (
         retry=Retry(ack_deadline_seconds=60, **_PRODUCTION_RETRY),
         memory="512Mi", timeout_seconds=60, concurrency=1, max_instances=20,
         env=_CLUSTER_ENV,
-        publishes_to=(_T.rejections, _T.slices_reconcile),
+        # Refusals, the reconcile trigger, and the submitted / rejected lifecycle
+        # records (shared/jobs/emit.py).
+        publishes_to=(_T.rejections, _T.slices_reconcile, _T.loadtest_metrics),
         grants=(_CLUSTER_ACCESS, _READ_CONFIG),
         kube_rules=(
             KubeRule("jobset.x-k8s.io", ("jobsets",), ("list",), "cluster",
@@ -138,6 +140,8 @@ FUNCTIONS: tuple[Function, ...] = (
                     maximum_backoff_seconds=60, max_delivery_attempts=5),
         memory="512Mi", timeout_seconds=60, concurrency=1, max_instances=1,
         env=_CLUSTER_ENV,
+        # The lifecycle records it observes (shared/slices/events.py).
+        publishes_to=(_T.loadtest_metrics,),
         grants=(
             Grant("accelopsNodePoolOperator", "project",
                   "list, create and delete node pools, poll their operations "
@@ -153,6 +157,9 @@ FUNCTIONS: tuple[Function, ...] = (
                      "(shared/slices/reconcile.py)"),
             KubeRule("", ("pods",), ("list",), "cluster",
                      "which slices' pods are pending or running (shared/slices/observe.py)"),
+            KubeRule("kueue.x-k8s.io", ("workloads",), ("list",), "cluster",
+                     "when Kueue admitted each JobSet, its Workload's Admitted condition "
+                     "(shared/slices/events.py)"),
             KubeRule("", ("nodes",), ("list",), "cluster",
                      "which node pools are ready (shared/slices/observe.py)"),
             KubeRule("", ("configmaps",), ("create",), "state_namespace",

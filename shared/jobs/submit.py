@@ -19,6 +19,10 @@ request:
   is refused (or, with the same request, is a duplicate);
 * a refused request is recorded on the rejections topic before the event is
   acknowledged (``shared.jobs.rejection``);
+* the job's lifecycle starts here: a created (or found) JobSet is published as
+  ``submitted`` and a refused request as ``rejected`` on the metrics topic
+  (``shared.jobs.telemetry``, ``shared.jobs.emit``), awaited before the event is
+  acknowledged; a redelivery publishes the same record again, under the same key;
 * a broken configuration or an unreachable cluster is transient: the message is
   retried (and dead-lettered by Pub/Sub after its maximum attempts), never refused.
 """
@@ -27,12 +31,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from shared.config import AccelopsConfig, Settings, load_config_or_retry
 from shared.errors import PermanentError
 from shared.events import PubSubMessage
 from shared.jobs.budget_gate import enforce_budget
+from shared.jobs.emit import publish_job_events
 from shared.jobs.policy import check_policy
 from shared.jobs.rejection import publish_rejection
 from shared.jobs.render import (
@@ -44,6 +50,7 @@ from shared.jobs.render import (
     render_jobset,
 )
 from shared.jobs.request import read_job_request
+from shared.jobs.telemetry import rejected_event, submitted_event
 from shared.log import get_logger
 
 if TYPE_CHECKING:
@@ -68,6 +75,8 @@ class SubmitOutcome:
     name: str | None = None
     namespace: str | None = None
     reason: str | None = None
+    # The JobSet as created, or as found by a duplicate (its creationTimestamp).
+    jobset: dict[str, Any] | None = None
 
 
 def plan_submission(message: PubSubMessage, config: AccelopsConfig) -> dict[str, Any]:
@@ -96,8 +105,14 @@ def submit_message(message: PubSubMessage, settings: Settings | None = None) -> 
                           holder=message.message_id,
                           admit=lambda kube: enforce_budget(kube, config, team))
     except PermanentError as exc:
+        publish_job_events(settings, config, [rejected_event(
+            message.data, message.message_id, exc, publish_time=message.publish_time,
+            now=datetime.now(UTC))])
         publish_rejection(message, exc, settings, config)
         return SubmitOutcome("rejected", reason=exc.message)
+    publish_job_events(settings, config, [submitted_event(
+        outcome.jobset or jobset, config.teams, publish_time=message.publish_time,
+        now=datetime.now(UTC))])
     if outcome.status == "created" and config.slices.enabled and settings.project:
         from shared.slices.notify import request_reconcile
 
@@ -175,7 +190,7 @@ def _create(jobset: dict[str, Any], settings: Settings, lock_namespace: str, *,
             raise verdict.refusal(request_id)
         log.info("duplicate job request: JobSet already exists", jobset=name,
                  namespace=namespace)
-        return SubmitOutcome("duplicate", name, namespace)
+        return SubmitOutcome("duplicate", name, namespace, jobset=verdict.owner)
 
     if (outcome := decided()) is not None:
         return outcome
@@ -187,10 +202,10 @@ def _create(jobset: dict[str, Any], settings: Settings, lock_namespace: str, *,
         # Another delivery may have created it between the first look and the lock.
         if (outcome := decided()) is not None:
             return outcome
-        kube.create(JOBSETS, jobset)
+        created = kube.create(JOBSETS, jobset)
     spec = jobset["spec"]["replicatedJobs"][0]
     log.info("JobSet created", jobset=name, namespace=namespace,
              queue=meta["labels"][LABEL_QUEUE],
              tpu_type=meta["annotations"][ANNOTATION_TPU_TYPE],
              slices=spec["replicas"], vms_per_slice=spec["template"]["spec"]["parallelism"])
-    return SubmitOutcome("created", name, namespace)
+    return SubmitOutcome("created", name, namespace, jobset=created or None)

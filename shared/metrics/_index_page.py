@@ -118,20 +118,20 @@ def _row(s: TestSummary, link: Callable[[str], str]) -> str:
     return f"<tr>{''.join(cells)}</tr>"
 
 
-def _savings_link(href: str | None) -> str:
-    if href is None:
-        return ""
-    return (f'<p class=meta><a class=nav href="{_e(href)}">Accelerator-hours saved by '
-            "off-hours node-pool removal</a></p>")
+def _links(savings_href: str | None, jobs_href: str | None) -> str:
+    links = [f'<a class=nav href="{_e(href)}">{text}</a>' for href, text in (
+        (savings_href, "Accelerator-hours saved by off-hours node-pool removal"),
+        (jobs_href, "Jobs: queue wait, run time and chip-hours")) if href is not None]
+    return f"<p class=meta>{' · '.join(links)}</p>" if links else ""
 
 
 def index_page(tests: Sequence[TestSummary], link: Callable[[str], str],
                sort: str | None = None, direction: str | None = None,
-               savings_href: str | None = None) -> str:
+               savings_href: str | None = None, jobs_href: str | None = None) -> str:
     """A table of ``tests``, each id a link to ``link(test_id)``, sorted by ``sort`` in
-    ``direction`` (see :func:`sort_order`); a link to the savings page when
-    ``savings_href`` is given."""
-    savings = _savings_link(savings_href)
+    ``direction`` (see :func:`sort_order`); links to the savings and jobs pages when
+    ``savings_href`` and ``jobs_href`` are given."""
+    savings = _links(savings_href, jobs_href)
     if not tests:
         return page("Load tests", "<h1>Load tests</h1><p class=meta>No load tests yet.</p>"
                     + savings, wide=True)

@@ -89,16 +89,18 @@ def _slices(n: Names) -> str:
   GROUP BY request_id, slice_index"""
 
 
-def _held(jobs: str, slices: str) -> str:
-    """Intervals chips were held: each ready slice, with the job's team and TPU type."""
+def _held() -> str:
+    """Intervals chips were held: each ready slice of the CTE ``slice_spans``, with the
+    team, TPU type and chips of its job from the CTE ``jobs``. (``slices`` is a column
+    of ``jobs``: a CTE of that name would be ambiguous in BigQuery.)"""
     return f"""SELECT
-    {jobs}.request_id, {jobs}.team, {jobs}.tpu_type,
-    {slices}.ready_at AS from_at,
-    {_open_until(f"{slices}.deleted_at", f"{slices}.ready_at")} AS until_at,
-    IFNULL({slices}.chips_per_slice, {jobs}.chips_per_slice) AS chips,
-    {slices}.deleted_at IS NULL AS still_up
-  FROM {slices} JOIN {jobs} ON {jobs}.request_id = {slices}.request_id
-  WHERE {slices}.ready_at IS NOT NULL"""
+    jobs.request_id, jobs.team, jobs.tpu_type,
+    slice_spans.ready_at AS from_at,
+    {_open_until("slice_spans.deleted_at", "slice_spans.ready_at")} AS until_at,
+    IFNULL(slice_spans.chips_per_slice, jobs.chips_per_slice) AS chips,
+    slice_spans.deleted_at IS NULL AS still_up
+  FROM slice_spans JOIN jobs ON jobs.request_id = slice_spans.request_id
+  WHERE slice_spans.ready_at IS NOT NULL"""
 
 
 def job_lifecycle(n: Names) -> str:
@@ -116,14 +118,14 @@ def job_lifecycle(n: Names) -> str:
              MAX(IF(event = 'rejected', reason, NULL))) AS reason
   FROM {n.sql(JOB_EVENTS_UNIQUE)}
   GROUP BY request_id
-), slices AS (
+), slice_spans AS (
   {_slices(n)}
 ), held AS (
   SELECT
     request_id,
     SUM(GREATEST({_hours("until_at", "from_at")}, 0) * chips) AS slice_chip_hours,
     LOGICAL_OR(still_up) AS slice_still_up
-  FROM ({_held("jobs", "slices")})
+  FROM ({_held()})
   GROUP BY request_id
 ), timed AS (
   SELECT
@@ -162,29 +164,35 @@ _GROUP = "day, team, tpu_type"
 def _measure(event: str, seconds: str = "CAST(NULL AS FLOAT64)") -> str:
     """A job's transition as a row of its day: which one, and the duration it ended."""
     return f"""SELECT DATE({event}_at) AS day, team, tpu_type, '{event}' AS measure,
-    {seconds} AS seconds, outcome, 0.0 AS used_chip_hours, 0.0 AS idle_chip_hours
+    {seconds} AS seconds, outcome, 0.0 AS used_chip_hours, 0.0 AS idle_chip_hours,
+    FALSE AS still_open
   FROM jobs WHERE {event}_at IS NOT NULL"""
 
 
 def job_usage_daily(n: Names) -> str:
-    """Per UTC day, team and TPU type: the :data:`USAGE_COLUMNS`, then percentiles."""
+    """Per UTC day, team and TPU type: the :data:`USAGE_COLUMNS`; then how many queue
+    waits, provisionings and runs each average is over (so averages over several days
+    can be weighted exactly), whether a run or slice counted is still open (its
+    figures grow until it ends), and the p50 and p90 of queue wait and provisioning."""
     percentiles = ",\n    ".join(
         f"PERCENTILE_CONT({value}, {q}) OVER (PARTITION BY {_GROUP}) AS {column}"
         for column, value, q in _PERCENTILES)
     picked = ",\n  ".join(f"MAX({column}) AS {column}" for column, _, _ in _PERCENTILES)
     return f"""WITH jobs AS (
   SELECT * FROM {n.sql(JOB_LIFECYCLE)}
-), slices AS (
+), slice_spans AS (
   {_slices(n)}
 ), held AS (
   SELECT
     request_id, team, tpu_type, TRUE AS used, running_at AS from_at,
-    {_open_until("finished_at", "running_at")} AS until_at, chips
+    {_open_until("finished_at", "running_at")} AS until_at, chips,
+    finished_at IS NULL AS still_open
   FROM jobs
   WHERE running_at IS NOT NULL
   UNION ALL
-  SELECT request_id, team, tpu_type, FALSE AS used, from_at, until_at, chips
-  FROM ({_held("jobs", "slices")})
+  SELECT request_id, team, tpu_type, FALSE AS used, from_at, until_at, chips,
+    still_up AS still_open
+  FROM ({_held()})
 ), days AS (
   SELECT
     held.*,
@@ -196,7 +204,8 @@ def job_usage_daily(n: Names) -> str:
   SELECT
     day, request_id, team, tpu_type,
     SUM(IF(used, chip_hours, 0.0)) AS used_chip_hours,
-    SUM(IF(used, 0.0, chip_hours)) AS held_chip_hours
+    SUM(IF(used, 0.0, chip_hours)) AS held_chip_hours,
+    LOGICAL_OR(still_open) AS still_open
   FROM (
     SELECT *, {_hours("day_until", "day_from")} * chips AS chip_hours
     FROM days
@@ -216,7 +225,7 @@ def job_usage_daily(n: Names) -> str:
   UNION ALL
   SELECT day, team, tpu_type, 'usage' AS measure, CAST(NULL AS FLOAT64) AS seconds,
     CAST(NULL AS STRING) AS outcome, used_chip_hours,
-    GREATEST(held_chip_hours - used_chip_hours, 0.0) AS idle_chip_hours
+    GREATEST(held_chip_hours - used_chip_hours, 0.0) AS idle_chip_hours, still_open
   FROM job_days
 ), durations AS (
   SELECT
@@ -241,6 +250,10 @@ SELECT
   AVG(run_seconds) AS run_seconds_avg,
   SUM(used_chip_hours) AS chip_hours_used,
   SUM(idle_chip_hours) AS idle_chip_hours,
+  COUNT(wait_seconds) AS queue_waits,
+  COUNT(provisioning_seconds) AS provisionings,
+  COUNT(run_seconds) AS runs,
+  LOGICAL_OR(still_open) AS still_open,
   {picked}
 FROM with_percentiles
 GROUP BY {_GROUP}"""

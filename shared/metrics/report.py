@@ -176,15 +176,16 @@ def render_html(report: Report, chart_src: Callable[[str], str], *,
 
 def render_index_html(tests: Sequence[TestSummary], link: Callable[[str], str],
                       sort: str | None = None, direction: str | None = None,
-                      savings_href: str | None = None) -> str:
+                      savings_href: str | None = None, jobs_href: str | None = None) -> str:
     """A page listing ``tests``, each test id linking to ``link(test_id)``.
 
     Sorted by column ``sort`` in ``direction`` (``asc`` or ``desc``): each column header
     links to ``?sort=<column>&dir=<direction>``. Unknown columns mean newest first;
     an unknown direction, the column's usual one (largest numbers first). With
-    ``savings_href``, the page links to what off-hours node-pool removal saved.
+    ``savings_href``, the page links to what off-hours node-pool removal saved; with
+    ``jobs_href``, to how jobs fared.
     """
-    return index_page(tests, link, sort, direction, savings_href)
+    return index_page(tests, link, sort, direction, savings_href, jobs_href)
 
 
 def render_error_html(status: int, title: str, reason: str,

@@ -1,31 +1,23 @@
 """Reading what off-hours node-pool removal saved: typed rows of ``pool_savings_daily``.
 
-A window is given as a duration back from now (``7d``, ``36h``, ``2w``:
-:func:`parse_since`) and covers whole UTC days: every day from the one the duration
-reaches back into up to today, today's still-growing figures included. One
+A window is given as a duration back from now (``7d``, ``36h``, ``2w``) and covers
+whole UTC days (:mod:`shared.metrics.window`), today's still-growing figures included. One
 parameterised query per read; the summing per pool and team for totals is done here
 (:func:`totals`), from the same rows the table shows, so the totals always add up.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 from typing import Any, Protocol
 
 from shared.metrics.savings_sql import POOL_SAVINGS_DAILY
 from shared.metrics.schema import Names
+from shared.metrics.window import first_day
 
-__all__ = ["DEFAULT_SINCE", "BigQuerySavings", "PoolSavings", "SavingsSource", "SavingsTotal",
-           "first_day", "parse_since", "totals"]
-
-DEFAULT_SINCE = "7d"
-_SINCE = re.compile(r"^([1-9][0-9]{0,3})([hdw])$")
-_UNITS = {"h": timedelta(hours=1), "d": timedelta(days=1), "w": timedelta(weeks=1)}
-# BigQuery keeps at most this far back in practice; anything longer is a typo.
-_MAX_SINCE = timedelta(days=3660)
+__all__ = ["BigQuerySavings", "PoolSavings", "SavingsSource", "SavingsTotal", "totals"]
 
 
 @dataclass(frozen=True)
@@ -62,24 +54,9 @@ class SavingsSource(Protocol):
     """Where the savings are read from; raises ``TransientError`` when unreachable."""
 
     def pool_savings(self, since: timedelta) -> list[PoolSavings]:
-        """The days of the window (see :func:`first_day`), oldest first."""
+        """The days of the window (see :func:`shared.metrics.window.first_day`), oldest
+        first."""
         ...
-
-
-def parse_since(text: str) -> timedelta:
-    """``7d``, ``36h``, ``2w`` as a duration; ValueError names the rule."""
-    match = _SINCE.match(text.strip())
-    if match is None:
-        raise ValueError(f"{text!r} is not a duration like 7d, 36h or 2w")
-    since = int(match.group(1)) * _UNITS[match.group(2)]
-    if since > _MAX_SINCE:
-        raise ValueError(f"{text!r} reaches back more than ten years")
-    return since
-
-
-def first_day(since: timedelta, now: datetime | None = None) -> date:
-    """The first UTC day of the window reaching ``since`` back from ``now``."""
-    return ((now or datetime.now(UTC)) - since).astimezone(UTC).date()
 
 
 def totals(rows: Iterable[PoolSavings]) -> tuple[list[SavingsTotal], SavingsTotal]:

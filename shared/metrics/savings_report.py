@@ -11,24 +11,20 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import date
 
-from shared.metrics._html import DASH, _e, back_link, decimal, page, scroll
+from shared.metrics._html import DASH, _e, back_link, decimal, page
+from shared.metrics._tables import aligned, html_table, window_links
 from shared.metrics.savings import PoolSavings, SavingsTotal, totals
+from shared.metrics.window import window_text
 
-__all__ = ["SINCE_CHOICES", "TITLE", "savings_page", "savings_text"]
+__all__ = ["TITLE", "savings_page", "savings_text"]
 
 TITLE = "Accelerator-hours saved by off-hours node-pool removal"
-#: The windows the page offers as links.
-SINCE_CHOICES = ("7d", "30d", "90d")
 _STILL = "still removed: counted up to now"
 _DAY_HEADERS = ("Day (UTC)", "Team", "Cluster", "Pool", "Accelerator", "Hours removed",
                 "Accelerator-hours saved")
 _TOTAL_HEADERS = ("Team", "Cluster", "Pool", "Accelerator", "Hours removed",
                   "Accelerator-hours saved")
 _NUMERIC = 2  # the last columns of both tables are numbers
-
-
-def _window(first: date, since: str) -> str:
-    return f"last {since}: {first.isoformat()} to today (UTC)"
 
 
 def _day_cells(row: PoolSavings) -> tuple[str, ...]:
@@ -43,42 +39,25 @@ def _total_cells(total: SavingsTotal) -> tuple[str, ...]:
             decimal(total.accelerator_hours_saved))
 
 
-def _aligned(rows: Sequence[tuple[str, ...]]) -> list[str]:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    numeric_from = len(widths) - _NUMERIC
-    return ["  ".join(cell.rjust(width) if i >= numeric_from else cell.ljust(width)
-                      for i, (cell, width) in enumerate(zip(row, widths, strict=True))).rstrip()
-            for row in rows]
-
-
 def savings_text(rows: Sequence[PoolSavings], first: date, since: str) -> str:
     """The CLI's report: per day, team and pool, then per pool with the total."""
-    head = f"{TITLE}, {_window(first, since)}"
+    head = f"{TITLE}, {window_text(first, since)}"
     if not rows:
         return f"{head}\n\nNo pool was removed in this window.\n"
     per_pool, total = totals(rows)
-    days = _aligned([_DAY_HEADERS, *(_day_cells(row) for row in rows)])
-    pools = _aligned([_TOTAL_HEADERS, *(_total_cells(t) for t in per_pool),
-                      ("Total", "", "", "", *_total_cells(total)[-_NUMERIC:])])
+    days = aligned([_DAY_HEADERS, *(_day_cells(row) for row in rows)], _NUMERIC)
+    pools = aligned([_TOTAL_HEADERS, *(_total_cells(t) for t in per_pool),
+                     ("Total", "", "", "", *_total_cells(total)[-_NUMERIC:])], _NUMERIC)
     notes = f"* {_STILL}\n" if any(row.still_removed for row in rows) else ""
     return "\n".join([head, "", *days, "", "Per pool over the window:", *pools, ""]) + notes
 
 
 def _html_table(headers: Sequence[str], rows: Sequence[tuple[str, ...]],
                 total: tuple[str, ...] | None = None) -> str:
-    # Numbers right-aligned; a day (with its mark) kept on one line; text wraps.
-    classes = ["nowrap" if h == _DAY_HEADERS[0] else "text" for h in headers]
-    classes[-_NUMERIC:] = ["num"] * _NUMERIC
-
-    def cells(values: Sequence[str], tag: str) -> str:
-        return "".join(f"<{tag} class={cls}>{_e(v)}</{tag}>"
-                       for cls, v in zip(classes, values, strict=True))
-
-    head = cells(headers, "th")
-    body = "".join(f"<tr>{cells(row, 'td')}</tr>" for row in rows)
-    foot = f"<tr class=total>{cells(total, 'td')}</tr>" if total else ""
-    return scroll(f'<table class="savings"><thead><tr>{head}</tr></thead>'
-                  f"<tbody>{body}{foot}</tbody></table>")
+    # A day (with its mark) is kept on one line.
+    nowrap = {0} if headers[0] == _DAY_HEADERS[0] else set()
+    return html_table(headers, rows, numeric=_NUMERIC, css="savings", nowrap=nowrap,
+                      total=total)
 
 
 def savings_page(rows: Sequence[PoolSavings], first: date, since: str, *,
@@ -86,11 +65,9 @@ def savings_page(rows: Sequence[PoolSavings], first: date, since: str, *,
                  since_href: dict[str, str]) -> str:
     """The dashboard's page: the window's choices (``since_href``: window → link), the
     chart (when ``chart_src`` is given and there is data), and both tables."""
-    choices = " · ".join(
-        f"<strong>{_e(choice)}</strong>" if choice == since else
-        f'<a class=nav href="{_e(href)}">{_e(choice)}</a>' for choice, href in since_href.items())
     head = (f"{back_link(index_href)}<h1>{_e(TITLE)}</h1>"
-            f"<p class=meta>{_e(_window(first, since))}. Window: {choices}</p>")
+            f"<p class=meta>{_e(window_text(first, since))}. "
+            f"Window: {window_links(since, since_href)}</p>")
     if not rows:
         return page(TITLE, f"{head}<p>No pool was removed in this window.</p>")
     per_pool, total = totals(rows)

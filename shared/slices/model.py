@@ -171,6 +171,9 @@ class OperationInfo:
     status: str  # PENDING | RUNNING | DONE | ABORTING
     error: str | None
     target: str
+    # When GKE started and ended it (epoch seconds); None where GKE gave no time.
+    start_time: float | None = None
+    end_time: float | None = None
 
     @property
     def done(self) -> bool:

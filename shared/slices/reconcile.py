@@ -8,6 +8,13 @@ exponential backoff instead of failing the run; a create that GKE refuses or who
 operation ends in an error (a stockout, say) sets a backoff for that JobSet alone,
 reported on the JobSet. An unreachable API raises TransientError so Pub/Sub
 redelivers.
+
+Each run also reports the job lifecycle transitions it observed (Kueue's admission,
+slices requested, ready and deleted, pods running, the JobSet finished or deleted;
+:mod:`shared.slices.events`): one message on the metrics topic, published and
+awaited before the record marking them reported is saved. When Pub/Sub cannot take
+it the run raises TransientError after saving the rest of the record (the operations
+it started), and the next run reports the same transitions, under the same keys.
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from typing import Any
 from shared import gke
 from shared.config import AccelopsConfig, Settings, load_config_or_retry
 from shared.errors import (
+    AccelopsError,
     ConflictError,
     NotFoundError,
     OperationInProgressError,
@@ -26,9 +34,11 @@ from shared.errors import (
     RateLimitedError,
     TransientError,
 )
-from shared.kube import JOBSETS, NODES, PODS, KubeClient, get_client
+from shared.jobs.emit import publish_job_events
+from shared.kube import JOBSETS, NODES, PODS, WORKLOADS, KubeClient, get_client
 from shared.log import get_logger
-from shared.slices.model import Action, CreatePool, Observed, Plan, SliceFailure
+from shared.slices.events import JobState, SliceOperation, derive_events, job_states
+from shared.slices.model import Action, CreatePool, Observed, OperationInfo, Plan, SliceFailure
 from shared.slices.observe import JOBSET_NAME_LABEL, NODEPOOL_LABEL, build_observed
 from shared.slices.plan import plan_slices
 from shared.slices.record import SliceRecord, load_record, save_record
@@ -50,6 +60,7 @@ class ReconcileReport:
     started: tuple[tuple[Action, str], ...] = ()  # (action, operation name)
     blocked: str | None = None  # why (more) was not started although the plan had actions
     failed: tuple[str, ...] = ()  # JobSets whose pool create failed, seen in this run
+    events: int = 0  # lifecycle transitions published by this run
 
     def summary(self) -> str:
         parts = [f"started {action.kind} of node pool {action.pool} ({action.reason}); "
@@ -57,16 +68,38 @@ class ReconcileReport:
         if self.blocked:
             parts.append(f"{'nothing' if not self.started else 'nothing more'} started: "
                          f"{self.blocked}")
+        if self.events:
+            parts.append(f"{self.events} lifecycle event(s) published")
         return "; ".join(parts) or "nothing to do"
 
 
-def observe(kube: KubeClient, settings: Settings, config: AccelopsConfig) -> Observed:
-    """Four list calls: JobSets, their pods, the nodes of node pools, the node pools."""
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """One run's view: the planner's, and the jobs' lifecycle states."""
+
+    observed: Observed
+    jobs: dict[str, JobState]
+
+
+def _workloads(kube: KubeClient) -> list[dict[str, Any]]:
+    """Kueue's Workloads; none where Kueue is not installed. Listed after the JobSets:
+    a JobSet seen admitted then has its Workload's Admitted condition in this list."""
+    try:
+        return kube.list(WORKLOADS)
+    except NotFoundError:
+        return []
+
+
+def observe(kube: KubeClient, settings: Settings, config: AccelopsConfig) -> Snapshot:
+    """Five list calls: JobSets, their pods, Kueue's Workloads, the nodes of node
+    pools, the node pools."""
     jobsets = kube.list(JOBSETS)
     pods = kube.list(PODS, label_selector=JOBSET_NAME_LABEL)
+    workloads = _workloads(kube)
     nodes = kube.list(NODES, label_selector=NODEPOOL_LABEL)
     pools = gke.list_node_pools(settings)
-    return build_observed(jobsets, pods, nodes, pools, config.slices)
+    return Snapshot(build_observed(jobsets, pods, nodes, pools, config.slices),
+                    job_states(jobsets, pods, workloads, config.teams))
 
 
 def _delay(attempts: int, config: AccelopsConfig) -> float:
@@ -97,9 +130,26 @@ def _fail_create(record: SliceRecord, config: AccelopsConfig, now: float, jobset
     return failure
 
 
+def _slice_operation(entry: dict[str, Any], info: OperationInfo | None = None,
+                     now: float | None = None) -> dict[str, Any] | None:
+    """A recorded operation as the lifecycle sees it (:class:`SliceOperation` fields);
+    ``info``: it ended (at ``now`` when GKE gave no end time). None for one not on a
+    slice of a JobSet."""
+    if entry.get("slice") is None or not entry.get("jobset"):
+        return None
+    started = entry.get("op_started") or entry.get("started")
+    return {"action": "create" if entry["action"] == "create" else "delete",
+            "jobset": str(entry["jobset"]), "slice_index": int(entry["slice"]),
+            "pool": str(entry["pool"]),
+            "started_at": float(started) if started is not None else None,
+            "ended_at": None if info is None else (info.end_time or now),
+            "failed": info is not None and info.error is not None}
+
+
 def _check_operations(record: SliceRecord, settings: Settings, config: AccelopsConfig,
                       now: float) -> tuple[str | None, dict[str, SliceFailure]]:
-    """Update the record from the operations in flight.
+    """Update the record from the operations in flight; those on slices that ended
+    wait in ``record.ended`` until their lifecycle transitions are published.
 
     Returns why this run must not act at all (another run is starting operations),
     and the JobSets whose create ended in an error just now.
@@ -122,6 +172,8 @@ def _check_operations(record: SliceRecord, settings: Settings, config: AccelopsC
         log.info(f"{inflight['action']} of node pool {inflight['pool']} {outcome}",
                  operation=name, pool=inflight["pool"], jobset=inflight.get("jobset"))
         record.remember({**inflight, "finished": now, "result": outcome})
+        if (ended := _slice_operation(inflight, operation, now)) is not None:
+            record.ended = [*record.ended, ended]
         if operation.error and inflight["action"] == "create" and inflight.get("jobset"):
             failed[inflight["jobset"]] = _fail_create(
                 record, config, now, inflight["jobset"], inflight["pool"],
@@ -151,10 +203,43 @@ def _backoff(record: SliceRecord, config: AccelopsConfig, now: float, reason: st
                 attempts=record.backoff_attempts)
 
 
-def _start(action: Action, settings: Settings) -> str:
+def _start(action: Action, settings: Settings) -> OperationInfo:
     if isinstance(action, CreatePool):
-        return gke.create_node_pool(settings, action.spec)
-    return gke.delete_node_pool(settings, action.pool)
+        return gke.start_node_pool_create(settings, action.spec)
+    return gke.start_node_pool_delete(settings, action.pool)
+
+
+def _report(record: SliceRecord, snapshot: Snapshot, kube: KubeClient, settings: Settings,
+            config: AccelopsConfig, now: float, *, claimed: bool) -> int:
+    """Publish the lifecycle transitions this run observed, then mark them reported
+    in the record (saved by the caller); returns how many were published.
+
+    Only a run whose view of the record is the latest reports: one that did not
+    write it under its lock already (``claimed``) first writes it unchanged, and a
+    concurrent run's write since it was read (409) makes it leave the reporting to
+    the fresher run. A failed publish saves the rest of the record (operations
+    started, operations ended) and raises: the transitions stay unreported, for the
+    next run to publish at the same instants.
+    """
+    operations = [SliceOperation(**entry) for entry in record.ended]
+    operations += [SliceOperation(**op) for entry in record.operations
+                   if (op := _slice_operation(entry)) is not None]
+    telemetry = derive_events(snapshot.jobs, snapshot.observed.pools, operations,
+                              record.jobs, record.done, now)
+    namespace = config.slices.state_namespace
+    if telemetry.records and not claimed:
+        try:
+            save_record(kube, namespace, record)
+        except ConflictError:
+            log.info("slice record changed by a concurrent run; it reports the transitions")
+            return 0
+    try:
+        publish_job_events(settings, config, telemetry.records)
+    except AccelopsError:
+        _save_quietly(kube, namespace, record)
+        raise
+    record.jobs, record.done, record.ended = telemetry.jobs, list(telemetry.done), []
+    return len(telemetry.records)
 
 
 def _capacity(action: Action) -> str | None:
@@ -181,8 +266,10 @@ def reconcile(settings: Settings | None = None, *, dry_run: bool = False,
         # The cluster's clock, not this machine's: grace periods are measured
         # against timestamps the cluster wrote.
         now = kube.server_time() or time.time()
-    waiting_on, failed = _check_operations(record, settings, config, now)
-    observed = observe(kube, settings, config)
+    busy_run, failed = _check_operations(record, settings, config, now)
+    waiting_on = busy_run
+    snapshot = observe(kube, settings, config)
+    observed = snapshot.observed
     known_failures = set(record.failures)
     plan = plan_slices(observed, config.slices, now, record.idle_since,
                        record.failure_views(),
@@ -201,22 +288,33 @@ def reconcile(settings: Settings | None = None, *, dry_run: bool = False,
         until = time.strftime("%H:%M:%S", time.gmtime(record.backoff_until))
         waiting_on = f"backing off until {until} UTC after: {record.backoff_reason}"
     if not plan.start or waiting_on is not None:
+        # A run starting operations right now reports once it has recorded them.
+        events = 0 if busy_run else _report(record, snapshot, kube, settings, config, now,
+                                            claimed=False)
         _save_quietly(kube, namespace, record)
         if plan.actions and waiting_on is None:
             waiting_on = (f"{len(record.operations)} operation(s) in flight; "
                           f"limit {config.slices.max_concurrent_operations}")
         return ReconcileReport(plan, observed, blocked=waiting_on if plan.actions else None,
-                               failed=tuple(failed))
-    return _act(plan, observed, record, kube, settings, config, now, tuple(failed))
+                               failed=tuple(failed), events=events)
+    return _act(plan, snapshot, record, kube, settings, config, now, tuple(failed))
 
 
-def _act(plan: Plan, observed: Observed, record: SliceRecord, kube: KubeClient,
+def _slice_of(action: Action, observed: Observed) -> int | None:
+    if isinstance(action, CreatePool):
+        return action.slice_index
+    return next((p.slice_index for p in observed.pools if p.name == action.pool), None)
+
+
+def _act(plan: Plan, snapshot: Snapshot, record: SliceRecord, kube: KubeClient,
          settings: Settings, config: AccelopsConfig, now: float,
          failed: tuple[str, ...]) -> ReconcileReport:
     namespace = config.slices.state_namespace
+    observed = snapshot.observed
     intents = {action.pool: {"action": action.kind, "pool": action.pool,
-                             "jobset": action.jobset, "reason": action.reason,
-                             "capacity": _capacity(action), "started": now, "operation": None}
+                             "jobset": action.jobset, "slice": _slice_of(action, observed),
+                             "reason": action.reason, "capacity": _capacity(action),
+                             "started": now, "operation": None}
                for action in plan.start}
     settled = list(record.operations)
     record.operations = [*settled, *intents.values()]
@@ -266,14 +364,17 @@ def _act(plan: Plan, observed: Observed, record: SliceRecord, kube: KubeClient,
             keep_started()
             _save_quietly(kube, namespace, record)
             raise
-        intents[action.pool]["operation"] = operation
-        started.append((action, operation))
+        intents[action.pool]["operation"] = operation.name
+        intents[action.pool]["op_started"] = operation.start_time
+        started.append((action, operation.name))
         record.remember(dict(intents[action.pool]))
         log.info(f"started {action.kind} of node pool {action.pool}: {action.reason}",
-                 operation=operation, pool=action.pool, jobset=action.jobset)
+                 operation=operation.name, pool=action.pool, jobset=action.jobset)
     keep_started()
     if started and not busy:
         record.backoff_attempts, record.backoff_until, record.backoff_reason = 0, 0.0, ""
+    # The record was written under the lock above: this run's view is the latest.
+    events = _report(record, snapshot, kube, settings, config, now, claimed=True)
     _save_quietly(kube, namespace, record)
     return ReconcileReport(plan, observed, started=tuple(started), blocked=blocked,
-                           failed=failed)
+                           failed=failed, events=events)

@@ -7,7 +7,8 @@ then fails with 409 and that run stops without acting. The record holds the
 operations in flight (observed on later runs, never waited for), the cluster-wide
 backoff after GKE said "busy" or "too many requests", each JobSet's streak of
 failed pool creates with its next attempt time, when pools were first seen idle,
-and a short history of started operations.
+a short history of started operations, and which lifecycle transitions of each
+job were already published (:mod:`shared.slices.events`).
 
 The per-JobSet failure streaks live here rather than only on the JobSets: this
 record is the one object reconcile_slices already reads and writes (under its
@@ -44,6 +45,13 @@ class SliceRecord:
     idle_since: dict[str, float] = field(default_factory=dict)
     failures: dict[str, dict[str, Any]] = field(default_factory=dict)  # jobset key -> streak
     history: list[dict[str, Any]] = field(default_factory=list)
+    # Lifecycle telemetry: per JobSet key, its facts and the transitions published;
+    # and the JobSets fully reported that are still in the cluster.
+    jobs: dict[str, dict[str, Any]] = field(default_factory=dict)
+    done: list[str] = field(default_factory=list)
+    # Slice operations that ended, until the transitions they mark are published
+    # (shared.slices.events.SliceOperation fields).
+    ended: list[dict[str, Any]] = field(default_factory=list)
     resource_version: str | None = None  # of the ConfigMap it was read from
     stored: dict[str, str] | None = None  # the data as last read or written
 

@@ -95,6 +95,7 @@ def metrics(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ReadOnce]:
     with metrics_dataset(tmp_path_factory.mktemp("browser-bq")) as dataset:
         load_tests.ingest_load_tests(dataset.ingest)
         load_tests.ingest_pool_actions(dataset.ingest)
+        load_tests.ingest_job_events(dataset.ingest)
         source = ReadOnce(BigQueryMetrics(Names.of(PROJECT, dataset.config)))
         source.learn_summaries()
         yield source

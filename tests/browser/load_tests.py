@@ -14,6 +14,7 @@ import json
 from datetime import UTC, datetime, time, timedelta
 from typing import Any
 
+from shared.metrics.job_event import JOB_EVENT_KIND, job_event_id
 from shared.metrics.pool_action import POOL_ACTION_KIND, pool_action_id
 from shared.metrics.run import KIND_ATTRIBUTE
 from tests.functional.test_ingest_metrics import envelope, stored_records
@@ -87,4 +88,34 @@ def ingest_pool_actions(client: Any) -> None:
     event["message"]["data"] = base64.b64encode(json.dumps(actions).encode()).decode()
     event["message"]["attributes"] = {KIND_ATTRIBUTE: POOL_ACTION_KIND}
     response = client.post("/", json=event)
+    assert response.status_code == 200, response.get_data(as_text=True)
+
+
+#: Jobs of a team whose name, TPU type and JobSet are markup: one that failed yesterday
+#: after its slice idled around the run, one queued since midnight with the longest
+#: request id allowed, so the jobs page has every table, a chart and a mark to show.
+HOSTILE_JOB = {"team": SCRIPT, "tpu_type": SCRIPT + IMG, "jobset": IMG}
+HOSTILE_REQUEST = LONG_ID
+
+
+def ingest_job_events(client: Any) -> None:
+    """Send the lifecycle of the :data:`HOSTILE_JOB` jobs to ``ingest_metrics``."""
+    midnight = datetime.combine(datetime.now(UTC).date(), time(), UTC)
+
+    def event(request_id: str, name: str, hours: float, slice_index: int | None = None,
+              **extra: Any) -> dict[str, Any]:
+        return {"event_id": job_event_id(request_id, name, slice_index), "event": name,
+                "at": (midnight + timedelta(hours=hours)).isoformat(),
+                "request_id": request_id, "slices": 1, "chips_per_slice": 16,
+                "slice_index": slice_index, **HOSTILE_JOB, **extra}
+
+    events = [event("failed-job", "submitted", -14), event("failed-job", "admitted", -13.5),
+              event("failed-job", "slice_ready", -13.2, 0), event("failed-job", "running", -13),
+              event("failed-job", "finished", -12, outcome="failed", reason=SCRIPT),
+              event("failed-job", "slice_deleted", -11.5, 0),
+              event(HOSTILE_REQUEST, "submitted", 0)]
+    message = envelope(message_id="browser-jobs")
+    message["message"]["data"] = base64.b64encode(json.dumps(events).encode()).decode()
+    message["message"]["attributes"] = {KIND_ATTRIBUTE: JOB_EVENT_KIND}
+    response = client.post("/", json=message)
     assert response.status_code == 200, response.get_data(as_text=True)

@@ -23,7 +23,9 @@ from tests.browser.load_tests import (
     FAILING,
     HOSTILE,
     HOSTILE_EXCEPTION,
+    HOSTILE_JOB,
     HOSTILE_POOL,
+    HOSTILE_REQUEST,
     HOSTILE_TEXTS,
     LONG_ID,
 )
@@ -75,6 +77,7 @@ PAGES = {
     "report": Shown("report:hostile", texts=HOSTILE_TEXTS),
     "compared-report": Shown("report:hostile-vs-baseline", texts=(*HOSTILE_TEXTS, BASELINE)),
     "savings": Shown("/savings?since=2w", texts=tuple(HOSTILE_POOL.values())),
+    "jobs": Shown("/jobs?since=2w", texts=(*HOSTILE_JOB.values(), HOSTILE_REQUEST)),
 }
 
 #: (check, page, width) → the bug that makes that check fail today, e.g.

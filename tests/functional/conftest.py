@@ -18,11 +18,13 @@ import functions_framework
 import pytest
 from google.cloud import pubsub_v1
 
+from sandbox.clock import SimClock
+from sandbox.gke import GkeApiServer, GkeState, start_gke_api
 from sandbox.kubeapi import KubeApiServer, start_kube_api
 from sandbox.pubsub import PubSubServer, start_pubsub
 from shared import kube, pubsub
 from shared.kube import JOBSETS
-from tests.jobs_fixtures import PROJECT, REPO, jobs_environment, provision_jobs
+from tests.jobs_fixtures import JOB_EVENTS_SUB, PROJECT, REPO, jobs_environment, provision_jobs
 
 EVENTS = REPO / "tests" / "events"
 REJECTIONS_SUB = f"projects/{PROJECT}/subscriptions/rejections-audit"
@@ -88,6 +90,35 @@ def cluster(kube_api: KubeApiServer, pubsub_api: PubSubServer, tmp_path: Path,
         pubsub.reset_client()
 
 
+@pytest.fixture(scope="module")
+def reconcile_app() -> Any:
+    """reconcile_slices under functions-framework."""
+    return functions_framework.create_app("reconcile_slices", str(REPO / "functions/main.py"),
+                                          "cloudevent").test_client()
+
+
+@pytest.fixture
+def clock() -> SimClock:
+    """The GKE API's clock, advanced by hand."""
+    return SimClock(speed=1.0)
+
+
+@pytest.fixture
+def gke_api(kube_api: KubeApiServer, clock: SimClock, cluster: kube.KubeClient,
+            monkeypatch: pytest.MonkeyPatch) -> Iterator[GkeApiServer]:
+    """The sandbox GKE API on ``clock``, with the cluster, and the environment naming it."""
+    state = GkeState(clock)
+    state.add_cluster("accelops-test", "us-central2-b", "sandbox", kube_api.url)
+    server = start_gke_api(state)
+    monkeypatch.setenv("ACCELOPS_GKE_ENDPOINT", server.url)
+    monkeypatch.setenv("ACCELOPS_LOCATION", "us-central2-b")
+    monkeypatch.setenv("ACCELOPS_CLUSTER", "sandbox")
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 def jobsets(client: kube.KubeClient) -> list[dict[str, Any]]:
     return client.list(JOBSETS)
 
@@ -99,6 +130,20 @@ def pull_rejections(max_messages: int = 10) -> list[Any]:
                                    timeout=5)
         if response.received_messages:
             subscriber.acknowledge(subscription=REJECTIONS_SUB,
+                                   ack_ids=[m.ack_id for m in response.received_messages])
+        return [m.message for m in response.received_messages]
+    finally:
+        subscriber.close()
+
+
+def pull_job_events(max_messages: int = 100) -> list[Any]:
+    """The lifecycle messages published so far on the metrics topic (acknowledged)."""
+    subscriber = pubsub_v1.SubscriberClient()
+    try:
+        response = subscriber.pull(subscription=JOB_EVENTS_SUB, max_messages=max_messages,
+                                   timeout=5)
+        if response.received_messages:
+            subscriber.acknowledge(subscription=JOB_EVENTS_SUB,
                                    ack_ids=[m.ack_id for m in response.received_messages])
         return [m.message for m in response.received_messages]
     finally:

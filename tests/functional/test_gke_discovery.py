@@ -12,11 +12,13 @@ import pytest
 
 from sandbox.gke import Cluster, GkeApiServer, start_gke_api
 from sandbox.kubeapi import KubeApiServer
+from sandbox.pubsub import PubSubServer
 from shared import gke, kube
 from shared.errors import NotFoundError
 from shared.gke import TokenSource
 from shared.kube import JOBSETS
 from tests.functional.conftest import load_event
+from tests.jobs_fixtures import METRICS_TOPIC
 
 
 @pytest.fixture
@@ -29,8 +31,10 @@ def gke_api(kube_api: KubeApiServer) -> Iterator[GkeApiServer]:
 
 
 @pytest.fixture
-def discovery_env(cluster: kube.KubeClient, gke_api: GkeApiServer,
+def discovery_env(cluster: kube.KubeClient, gke_api: GkeApiServer, pubsub_api: PubSubServer,
                   monkeypatch: pytest.MonkeyPatch) -> None:
+    # submit_job publishes its lifecycle record in the cluster's project.
+    pubsub_api.broker.create_topic(f"projects/acme/topics/{METRICS_TOPIC}")
     monkeypatch.delenv("KUBECONFIG")
     monkeypatch.setenv("ACCELOPS_GKE_ENDPOINT", gke_api.url)
     monkeypatch.setenv("ACCELOPS_PROJECT", "acme")

@@ -6,17 +6,14 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import functions_framework
 import pytest
 import yaml
 
-from sandbox.clock import SimClock
-from sandbox.gke import GkeApiServer, GkeState, start_gke_api
+from sandbox.gke import GkeApiServer
 from sandbox.kubeapi import KubeApiServer
 from shared import gke, kube
 from shared.config import Settings
@@ -25,36 +22,10 @@ from shared.names import pool_name
 from shared.slices.model import CreatePool, PoolSpec
 from shared.slices.reconcile import reconcile
 from shared.slices.record import RECORD_NAME
-from tests.functional.conftest import REPO, job_request, load_event
+from tests.functional.conftest import job_request, load_event
 from tests.jobs_fixtures import CONFIG
 
 GROUP = "jobset.x-k8s.io"
-
-
-@pytest.fixture(scope="module")
-def reconcile_app() -> Any:
-    return functions_framework.create_app("reconcile_slices", str(REPO / "functions/main.py"),
-                                          "cloudevent").test_client()
-
-
-@pytest.fixture
-def clock() -> SimClock:
-    return SimClock(speed=1.0)
-
-
-@pytest.fixture
-def gke_api(kube_api: KubeApiServer, clock: SimClock, cluster: kube.KubeClient,
-            monkeypatch: pytest.MonkeyPatch) -> Iterator[GkeApiServer]:
-    state = GkeState(clock)
-    state.add_cluster("accelops-test", "us-central2-b", "sandbox", kube_api.url)
-    server = start_gke_api(state)
-    monkeypatch.setenv("ACCELOPS_GKE_ENDPOINT", server.url)
-    monkeypatch.setenv("ACCELOPS_LOCATION", "us-central2-b")
-    monkeypatch.setenv("ACCELOPS_CLUSTER", "sandbox")
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def submit(app_client: Any, **changes: Any) -> dict[str, Any]:

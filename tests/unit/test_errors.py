@@ -12,6 +12,7 @@ from shared import errors
     (errors.NotFoundError, False, "error"),
     (errors.AlreadyExistsError, False, "error"),
     (errors.InvalidEventError, False, "error"),
+    (errors.ForbiddenError, False, "error"),
     (errors.UnavailableError, True, "warning"),
     (errors.RateLimitedError, True, "warning"),
     (errors.OperationInProgressError, True, "warning"),

@@ -1,15 +1,14 @@
-"""Savings windows, totals, the CLI's text table and the chart (pure; no BigQuery)."""
+"""Savings totals, the CLI's text table and the chart (pure; no BigQuery)."""
 
 from __future__ import annotations
 
 import io
-from datetime import UTC, date, datetime, timedelta
+from datetime import date, timedelta
 
-import pytest
 from PIL import Image
 
 from shared.metrics.charts import HEIGHT_PX, WIDTH_PX
-from shared.metrics.savings import PoolSavings, first_day, parse_since, totals
+from shared.metrics.savings import PoolSavings, totals
 from shared.metrics.savings_chart import savings_chart_png
 from shared.metrics.savings_report import savings_page, savings_text
 
@@ -25,28 +24,6 @@ def saved(days: int, pool: str, hours: float, chips: int, team: str | None = "re
 ROWS = [saved(0, "pool-a", 6.0, 16), saved(1, "pool-a", 12.0, 16),
         saved(1, "l4", 10.0, 4, team="serving"),
         saved(2, "l4", 1.25, 4, team="serving", still_removed=True)]
-
-
-@pytest.mark.parametrize(("text", "expected"), [
-    ("7d", timedelta(days=7)), ("36h", timedelta(hours=36)), ("2w", timedelta(weeks=2)),
-    (" 90d ", timedelta(days=90))])
-def test_a_window_is_read_as_hours_days_or_weeks(text, expected):
-    assert parse_since(text) == expected
-
-
-@pytest.mark.parametrize("text", ["", "7", "d", "0d", "-1d", "1.5d", "7 days", "7D", "7m",
-                                  "99999d", "9999w"])
-def test_anything_else_is_refused_saying_what_a_window_looks_like(text):
-    with pytest.raises(ValueError, match=r"7d, 36h or 2w|more than ten years"):
-        parse_since(text)
-
-
-def test_a_window_covers_whole_utc_days_from_the_one_it_reaches_back_into():
-    now = datetime(2026, 11, 23, 1, 30, tzinfo=UTC)
-
-    assert first_day(timedelta(hours=1), now) == date(2026, 11, 23)
-    assert first_day(timedelta(hours=2), now) == date(2026, 11, 22)
-    assert first_day(timedelta(days=7), now) == date(2026, 11, 16)
 
 
 def test_totals_sum_each_pool_over_the_window_largest_saver_first():

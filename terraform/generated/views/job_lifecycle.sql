@@ -16,7 +16,7 @@ WITH jobs AS (
              MAX(IF(event = 'rejected', reason, NULL))) AS reason
   FROM `${project_id}.${dataset_id}.job_events_unique`
   GROUP BY request_id
-), slices AS (
+), slice_spans AS (
   SELECT
     request_id,
     slice_index,
@@ -33,12 +33,12 @@ WITH jobs AS (
     LOGICAL_OR(still_up) AS slice_still_up
   FROM (SELECT
     jobs.request_id, jobs.team, jobs.tpu_type,
-    slices.ready_at AS from_at,
-    IFNULL(slices.deleted_at, GREATEST(CURRENT_TIMESTAMP(), slices.ready_at)) AS until_at,
-    IFNULL(slices.chips_per_slice, jobs.chips_per_slice) AS chips,
-    slices.deleted_at IS NULL AS still_up
-  FROM slices JOIN jobs ON jobs.request_id = slices.request_id
-  WHERE slices.ready_at IS NOT NULL)
+    slice_spans.ready_at AS from_at,
+    IFNULL(slice_spans.deleted_at, GREATEST(CURRENT_TIMESTAMP(), slice_spans.ready_at)) AS until_at,
+    IFNULL(slice_spans.chips_per_slice, jobs.chips_per_slice) AS chips,
+    slice_spans.deleted_at IS NULL AS still_up
+  FROM slice_spans JOIN jobs ON jobs.request_id = slice_spans.request_id
+  WHERE slice_spans.ready_at IS NOT NULL)
   GROUP BY request_id
 ), timed AS (
   SELECT
