@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import math
 import re
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -165,6 +167,23 @@ def test_an_over_budget_team_is_refused_until_utc_midnight_and_others_are_not(
     publish_request(publisher, "gemma-v4.json", "e2e-budget-next-day")
 
     assert wait_for(lambda: jobsets_for(custom, "e2e-budget-next-day"), timeout=30)
+
+
+def test_jobs_status_of_the_refused_request_gives_the_budget_usage_and_reset(sandbox):
+    """The refusal above, as a user asks about it (the rejected event travels through
+    ingest_metrics into job_events first)."""
+    def status() -> subprocess.CompletedProcess[str] | None:
+        done = subprocess.run([sys.executable, "-m", "shared.cli", "jobs", "status",
+                               "e2e-budget-refused"], capture_output=True, text=True,
+                              timeout=60, check=False)
+        return done if done.returncode == 0 and "Rejected at" in done.stdout else None
+
+    printed = wait_for(status, timeout=60)
+
+    assert printed, "jobs status never found the refused request"
+    assert "by submit_job: team 'research' has reached its daily budget: " in printed.stdout
+    assert "chip-hours used today (UTC); it resets at " in printed.stdout
+    assert "The field team broke the rule budget." in printed.stdout
 
 
 def test_team_usage_did_only_what_its_identity_is_granted_and_used_every_rule(sandbox):
