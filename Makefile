@@ -78,6 +78,7 @@ fuzz: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m tests.bench
 	$(PY) -m tests.bench.slices
+	$(PY) -m tests.bench.telemetry
 	$(PY) -m tests.bench.schedule
 	$(PY) -m tests.bench.metrics
 	$(PY) -m tests.bench.report

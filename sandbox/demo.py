@@ -8,7 +8,10 @@ results back with the real Kubernetes client and prints them:
 * a duplicate delivery (the same message pushed again, as at-least-once delivery
   does) and a second message reusing a request id: still one JobSet each;
 * an invalid request: acknowledged, nothing created, its reason on the
-  rejections topic.
+  rejections topic;
+* the lifecycle of every job on the simulated clock, then where its telemetry is:
+  the ``job_events`` rows submit_job and reconcile_slices published (through
+  ingest_metrics), one transition each, at the instants the timeline shows.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from sandbox.runner import Sandbox, SandboxError
 from sandbox.topology import ALL_PARTS, FUNCTIONS, PROJECT, tick_seconds
 from shared.config import Topics
 from shared.errors import AccelopsError
+from shared.jobs.render import ANNOTATION_REQUEST_ID
 from shared.kube import JOBSETS
 from shared.metrics.views import BigQueryMetrics
 from shared.slices.observe import finished_at
@@ -193,6 +197,12 @@ def run_scenario(sandbox: Sandbox, reports: Path = Path("reports")) -> dict[str,
             locust.kill()
             raise
         print_timelines(timelines)
+        request_ids = {j["metadata"]["annotations"][ANNOTATION_REQUEST_ID] for j in jobsets}
+        where, rows = job_event_rows(request_ids | {attrs["source_message_id"]},
+                                     transitions(timelines) + 1)
+        print(f"\n   lifecycle telemetry: {len({r['row_key'] for r in rows})} transitions of "
+              f"{len(timelines)} jobs and 1 rejected request in {where} ({len(rows)} rows: "
+              "a redelivered record is one more row under the same row_key)")
 
         print(f"\n8. {describe(load)}; metrics: Locust -> Pub/Sub -> ingest_metrics -> "
               "BigQuery")
@@ -203,10 +213,37 @@ def run_scenario(sandbox: Sandbox, reports: Path = Path("reports")) -> dict[str,
         print(f"  report      {report}")
         return {"jobsets": jobsets, "rejection": attrs, "duplicate_status": status,
                 "rejected_data": bytes(rejection.data), "outcomes": outcomes,
-                "timelines": timelines, "load_test": summary, "report": report}
+                "timelines": timelines, "job_events": rows, "load_test": summary,
+                "report": report}
     finally:
         subscriber.close()
         publisher.transport.close()
+
+
+def transitions(timelines: list[Any]) -> int:
+    """The lifecycle transitions of finished jobs: submitted, admitted, running and
+    finished, and per slice requested, ready and deleted."""
+    return sum(4 + 3 * len(t.slices) for t in timelines)
+
+
+def job_event_rows(request_ids: set[str], expected: int,
+                   timeout: float = WAIT_SECONDS) -> tuple[str, list[dict[str, Any]]]:
+    """The table and the rows of these requests' transitions, once ``expected``
+    distinct ones (row keys) arrived through ingest_metrics."""
+    from shared import bigquery
+    from shared.metrics.views import names_from_env
+
+    names = names_from_env()
+    table = names.sql(names.job_events_table)
+    # The table name comes from the validated config; the ids are a parameter.
+    sql = f"SELECT * FROM {table} WHERE request_id IN UNNEST(@ids)"  # noqa: S608
+
+    def fetch() -> list[dict[str, Any]] | None:
+        rows = bigquery.query(names.project, sql, {"ids": sorted(request_ids)})
+        return rows if len({r["row_key"] for r in rows}) >= expected else None
+
+    rows = _wait_for(fetch, f"{expected} lifecycle transitions in BigQuery", timeout)
+    return table.strip("`"), rows
 
 
 def operations() -> list[dict[str, Any]]:

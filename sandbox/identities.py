@@ -2,8 +2,9 @@
 
 The API serves HTTPS with a certificate kept in the state directory (so a restarted
 cluster keeps its kubeconfigs valid), authenticates bearer tokens from a token
-file, and authorizes with the RBAC that ``manifests/`` applies. Each function runs
-as its own user, named like the Google service account GKE would map it to
+file, and authorizes with the RBAC that ``manifests/`` applies. Each function (and
+each service the sandbox runs, such as the jobs API) runs as its own user, named like
+the Google service account GKE would map it to
 (``accelops-submit-job@PROJECT.iam.gserviceaccount.com``), with a kubeconfig of its
 own; people, tests and the provisioner use the admin kubeconfig (``system:masters``).
 So the sandbox proves what production grants is enough — a missing rule fails the
@@ -22,6 +23,7 @@ from sandbox.kubeapi.kubeconfig import write_kubeconfig
 from sandbox.kubeapi.tls import self_signed
 from shared.deployment import system
 from shared.deployment.manifests import identity
+from shared.deployment.model import Function, Service
 
 __all__ = ["ClusterAccess", "cluster_access"]
 
@@ -58,7 +60,8 @@ class ClusterAccess:
                 "--tls-cert", str(self.tls_cert), "--tls-key", str(self.tls_key)]
 
     def write(self, server_url: str, project: str, functions: Iterable[str]) -> None:
-        """A fresh certificate, tokens and kubeconfigs (before the server starts)."""
+        """A fresh certificate, tokens and kubeconfigs (before the server starts);
+        ``functions``: the functions and services that get an identity."""
         self.directory.mkdir(parents=True, exist_ok=True)
         certificate = self_signed("127.0.0.1")
         self.tls_cert.write_bytes(certificate.cert_pem)
@@ -68,9 +71,11 @@ class ClusterAccess:
         entries = [admin_entry(admin)]
         write_kubeconfig(self.admin_kubeconfig, server_url, token=admin,
                          certificate_authority=certificate.cert_pem)
+        known: tuple[Function | Service, ...] = (*system.FUNCTIONS, *system.SERVICES)
+        specs = {spec.name: spec for spec in known}
         for name in functions:
             token = secrets.token_urlsafe(24)
-            user = identity(system.function(name), project)
+            user = identity(specs[name], project)
             entries.append(TokenEntry(token, user, user))
             write_kubeconfig(self.kubeconfig(name), server_url, token=token,
                              certificate_authority=certificate.cert_pem)

@@ -1,12 +1,13 @@
-"""``accelops sandbox up|down|status|env``: the local stand-ins and the functions.
+"""``accelops sandbox up|down|status|env|token``: the local stand-ins, the functions
+and the services.
 
-Each stand-in (Kubernetes API, Pub/Sub) and each function (functions-framework)
-runs as its own process bound to 127.0.0.1, so a test can stop one — the
-Kubernetes API, say — and start it again on the same port while the rest keep
-running. Everything the sandbox knows lives under one state directory:
-``state.json`` (processes, ports), ``kubeconfig``, ``config.yaml``, ``env`` and
-``logs/``. ``up`` returns once every endpoint answers; ``down`` stops what
-``state.json`` lists.
+Each stand-in (Kubernetes API, Pub/Sub), each function (functions-framework) and
+each service (gunicorn, as in its image) runs as its own process bound to 127.0.0.1,
+so a test can stop one — the Kubernetes API, say — and start it again on the same
+port while the rest keep running. Everything the sandbox knows lives under one state
+directory: ``state.json`` (processes, ports), ``kubeconfig``, ``config.yaml``, ``env``,
+``logs/`` and the ID token issuer's key (``id-tokens/``). ``up`` returns once every
+endpoint answers; ``down`` stops what ``state.json`` lists.
 """
 
 from __future__ import annotations
@@ -38,9 +39,11 @@ from sandbox.topology import (
     PROJECT,
     PULL_SUBSCRIPTIONS,
     SCHEDULES,
+    SERVICES,
     STORAGE_NOTIFICATIONS,
     UNSCHEDULABLE_TOPIC,
     FunctionSpec,
+    ServiceSpec,
 )
 from shared.errors import AccelopsError
 
@@ -109,6 +112,11 @@ class Sandbox:
         """The functions this sandbox runs (those of its parts)."""
         return [spec for spec in FUNCTIONS if spec.part in self.parts]
 
+    @property
+    def services(self) -> list[ServiceSpec]:
+        """The Cloud Run services this sandbox runs (those of its parts)."""
+        return [spec for spec in SERVICES if spec.part in self.parts]
+
     def has(self, component: str) -> bool:
         return component in self.components
 
@@ -172,6 +180,33 @@ class Sandbox:
     def function_url(self, target: str) -> str:
         return f"http://127.0.0.1:{self.components[target].port}/"
 
+    def service_url(self, name: str) -> str:
+        """A service's root URL, without a trailing slash (as Cloud Run's)."""
+        return f"http://127.0.0.1:{self.components[name].port}"
+
+    @property
+    def jobs_api_url(self) -> str:
+        return self.service_url("jobs_api")
+
+    @property
+    def id_token_dir(self) -> Path:
+        """Where the ID token issuer keeps its key (``sandbox/idtokens.py``)."""
+        return self.state_dir / "id-tokens"
+
+    @property
+    def id_token_certs_url(self) -> str:
+        from sandbox.idtokens import certs_url
+
+        return certs_url(self.components["idtokens"].port)
+
+    def id_token(self, email: str, audience: str | None = None, **claims: Any) -> str:
+        """An ID token for ``email``, signed by the sandbox's issuer, for the jobs API
+        (or ``audience``); ``claims`` as :meth:`sandbox.idtokens.TokenIssuer.mint`."""
+        from sandbox.idtokens import TokenIssuer
+
+        issuer = TokenIssuer.load(self.id_token_dir)
+        return issuer.mint(email, audience or self.jobs_api_url, **claims)
+
     def redeliver(self, target: str, message_id: str, data: bytes,
                   attributes: dict[str, str] | None = None) -> int:
         """Deliver an already delivered message once more to a function, in Pub/Sub's
@@ -223,6 +258,18 @@ class Sandbox:
             env["KUBECONFIG"] = str(self.access.kubeconfig(target))
         return env
 
+    def service_env(self, name: str) -> dict[str, str]:
+        """A service's environment: a function's, plus where ID tokens are checked
+        (the sandbox's issuer) and for which audience (the service's own URL)."""
+        from shared.idtoken import CERTS_URL_ENV
+        from shared.jobs.api import AUDIENCE_ENV
+
+        env = self.function_env(name)
+        if self.has("idtokens"):
+            env[CERTS_URL_ENV] = self.id_token_certs_url
+            env[AUDIENCE_ENV] = self.service_url(name)
+        return env
+
     @contextlib.contextmanager
     def client_env(self) -> Iterator[None]:
         """Point this process's Google and Kubernetes clients at the sandbox for a while."""
@@ -252,9 +299,11 @@ class Sandbox:
         self._plan()
         if self.has("cluster"):
             # Written before any process starts, so whoever sees the port open finds it.
-            self.access.write(self.kube_url, PROJECT, [spec.target for spec in self.functions])
+            self.access.write(self.kube_url, PROJECT, [
+                *(spec.target for spec in self.functions), *(s.name for s in self.services)])
         started = time.monotonic()
-        backends = [name for name in ("cluster", "bigquery", "inference") if self.has(name)]
+        backends = [name for name in ("cluster", "idtokens", "bigquery", "inference")
+                    if self.has(name)]
         try:
             self._spawn(self.components["pubsub"])
             for name in backends:  # started together: each takes seconds to come up
@@ -277,7 +326,10 @@ class Sandbox:
                     self._provision_serving()
             for spec in self.functions:
                 self._spawn(self.components[spec.target])
-            self._wait_ready([spec.target for spec in self.functions])
+            for service in self.services:
+                self._spawn(self.components[service.name])
+            self._wait_ready([*(spec.target for spec in self.functions),
+                              *(service.name for service in self.services)])
             with self.client_env():
                 self._provision_pubsub(before_functions=False)
         except BaseException:
@@ -310,6 +362,13 @@ class Sandbox:
                  *(f"--schedule={job.flag()}" for job in SCHEDULES),
                  *([f"--storage-url=http://127.0.0.1:{storage_port}"] if storage_port else [])],
                 str(logs / "cluster.log"), ports={"gke": gke_port})
+        if "idtokens" in wanted:
+            self.components["idtokens"] = Component(
+                "idtokens", free_port(), [], str(logs / "idtokens.log"),
+                about="the sandbox's ID token issuer")
+            issuer = self.components["idtokens"]
+            issuer.command = [python, "-m", "sandbox.idtokens", "--port", str(issuer.port),
+                              "--directory", str(self.id_token_dir)]
         if storage_port is not None:
             self.components["storage"] = self._plan_storage(storage_port, pubsub_port,
                                                             str(logs / "storage.log"))
@@ -348,6 +407,19 @@ class Sandbox:
                  "--signature-type", "cloudevent", "--host", "127.0.0.1", "--port", str(port)],
                 str(logs / f"{spec.target}.log"),
                 env=self.function_env(spec.target))
+        for service in self.services:
+            port = free_port()
+            self.components[service.name] = Component(
+                service.name, port,
+                [python, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}", "--workers", "1",
+                 "--threads", "8", "--timeout", "0",
+                 # Its default control socket is one path per user: sandboxes side by
+                 # side would take it from each other.
+                 "--no-control-socket", service.wsgi_app],
+                str(logs / f"{service.name}.log"))
+        # Once every port is known: a service's environment names its own URL.
+        for service in self.services:
+            self.components[service.name].env = self.service_env(service.name)
 
     def _plan_storage(self, port: int, pubsub_port: int, log: str) -> Component:
         """fake-gcs-server, publishing the models bucket's finalize notifications to
@@ -597,6 +669,8 @@ def main(args: argparse.Namespace) -> int:
             for key, value in sandbox.env().items():
                 print(f"export {key}={value}")
             return 0
+        if args.action == "token":
+            return _print_token(sandbox, args)
         rows = sandbox.status()
         for name, pid, up, where in rows:
             print(f"{name:<12} {'up' if up else 'DOWN':<5} pid {pid:<8} {where}")
@@ -606,6 +680,18 @@ def main(args: argparse.Namespace) -> int:
     except SandboxError as exc:
         print(f"accelops sandbox: {exc}", file=sys.stderr)
         return 1
+
+
+def _print_token(sandbox: Sandbox, args: argparse.Namespace) -> int:
+    if not sandbox.has("idtokens"):
+        raise SandboxError("this sandbox has no ID token issuer (it runs with the jobs part)")
+    if not args.identity:
+        raise SandboxError("name the identity: accelops sandbox token --as EMAIL")
+    audience = args.audience or (sandbox.jobs_api_url if sandbox.has("jobs_api") else None)
+    if audience is None:
+        raise SandboxError("no jobs API runs here: name the token's --audience")
+    print(sandbox.id_token(args.identity, audience, lifetime=args.lifetime))
+    return 0
 
 
 def _print_endpoints(sandbox: Sandbox) -> None:
@@ -623,6 +709,11 @@ def _print_endpoints(sandbox: Sandbox) -> None:
         print(f"  Saxml proxy     {sandbox.saxml_url}")
     for spec in sandbox.functions:
         print(f"  function        {spec.target:<16} {sandbox.function_url(spec.target)}")
+    for service in sandbox.services:
+        print(f"  service         {service.name:<16} {sandbox.service_url(service.name)}")
+    if sandbox.has("idtokens"):
+        print(f"  ID tokens       {sandbox.id_token_certs_url}   (`accelops sandbox token "
+              "--as EMAIL` signs one)")
     print(f"  logs            {sandbox.state_dir / 'logs'}")
     print(f"point clients at it with:  eval \"$(accelops sandbox env --state-dir "
           f"{sandbox.state_dir})\"")

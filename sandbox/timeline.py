@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.names import pool_name
+from shared.slices.lifecycle import running_at
 from shared.slices.observe import JOBSET_NAME_LABEL, parse_time
 
 __all__ = ["JobTimeline", "SliceTimeline", "build_timelines"]
@@ -113,14 +114,12 @@ def _operation_times(operations: list[dict[str, Any]]) -> dict[tuple[str, str], 
 def build_timelines(jobsets: list[dict[str, Any]], pods: list[dict[str, Any]],
                     operations: list[dict[str, Any]]) -> list[JobTimeline]:
     ops = _operation_times(operations)
-    started: dict[str, float] = {}
+    pods_of: dict[str, list[dict[str, Any]]] = {}
     for pod in pods:
         meta = pod["metadata"]
         owner = (meta.get("labels") or {}).get(JOBSET_NAME_LABEL)
-        start = parse_time((pod.get("status") or {}).get("startTime"))
-        if owner and start is not None:
-            key = f"{meta['namespace']}/{owner}"
-            started[key] = max(started.get(key, start), start)  # every pod running
+        if owner:
+            pods_of.setdefault(f"{meta['namespace']}/{owner}", []).append(pod)
     timelines = []
     for jobset in jobsets:
         meta, spec = jobset["metadata"], jobset["spec"]["replicatedJobs"][0]
@@ -146,6 +145,8 @@ def build_timelines(jobsets: list[dict[str, Any]], pods: list[dict[str, Any]],
             chips=int(spec.get("replicas", 1)) * int(job.get("parallelism", 1)) * chips_per_vm,
             submitted=parse_time(meta.get("creationTimestamp")) or 0.0,
             admitted=parse_time(annotations.get(ADMITTED_AT)),
-            running=started.get(f"{meta['namespace']}/{meta['name']}"),
+            # Every pod running, as reconcile_slices reports it: the last container start.
+            running=running_at(pods_of.get(f"{meta['namespace']}/{meta['name']}", []),
+                               int(spec.get("replicas", 1)) * int(job.get("parallelism", 1))),
             finished=finished, outcome=outcome, slices=tuple(pieces)))
     return sorted(timelines, key=lambda t: (t.submitted, t.name))

@@ -1,7 +1,7 @@
 """What the sandbox wires together, taken from the deployment definition
-(``shared/deployment/system.py``): the functions, the topics they are subscribed
-to, their subscriptions' settings, the scheduler jobs, and the bucket notifications
-that feed ``deploy_model``.
+(``shared/deployment/system.py``): the functions and services, the topics the
+functions are subscribed to, their subscriptions' settings, the scheduler jobs, and
+the bucket notifications that feed ``deploy_model``.
 
 The one deliberate difference from production is time: retry backoff is scaled by
 the sandbox's usual speed-up (60x), so a failure test or demo sees the same number
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from sandbox.scheduler import ScheduledJob
 from shared.config import Topics
 from shared.deployment import system
-from shared.deployment.model import Function, Retry
+from shared.deployment.model import Function, Retry, Service
 
 __all__ = [
     "ALL_PARTS",
@@ -26,9 +26,11 @@ __all__ = [
     "PROJECT",
     "PULL_SUBSCRIPTIONS",
     "SCHEDULES",
+    "SERVICES",
     "STORAGE_NOTIFICATIONS",
     "FunctionSpec",
     "RetrySettings",
+    "ServiceSpec",
     "tick_seconds",
 ]
 
@@ -76,10 +78,31 @@ class FunctionSpec:
 
 FUNCTIONS: tuple[FunctionSpec, ...] = tuple(FunctionSpec.of(f) for f in system.FUNCTIONS)
 
+
+@dataclass(frozen=True, slots=True)
+class ServiceSpec:
+    """A Cloud Run service the sandbox serves with gunicorn, as its image does."""
+
+    name: str
+    wsgi_app: str
+    part: str
+
+    @classmethod
+    def of(cls, service: Service) -> ServiceSpec:
+        assert service.wsgi_app is not None
+        assert service.sandbox_part is not None
+        return cls(service.name, service.wsgi_app, service.sandbox_part)
+
+
+SERVICES: tuple[ServiceSpec, ...] = tuple(
+    ServiceSpec.of(s) for s in system.SERVICES if s.sandbox_part is not None)
+
 # The sandbox in parts, so a command starts only what it needs: Pub/Sub always, then
 # per part its backing processes (and the functions whose ``part`` it is).
 PARTS: dict[str, tuple[str, ...]] = {
-    "jobs": ("cluster",),  # Kubernetes API, GKE API, simulation, scheduler
+    # Kubernetes API, GKE API, simulation, scheduler; the ID token issuer the jobs
+    # API checks callers' tokens against.
+    "jobs": ("cluster", "idtokens"),
     "metrics": ("bigquery", "inference"),  # BigQuery, Triton + Saxml stand-in
     "reports": ("bigquery",),  # just BigQuery, to read the views
     # Model uploads and rollouts (deploy_model, reconcile_models): the cluster, and

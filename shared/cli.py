@@ -89,9 +89,16 @@ def cmd_jobs_submit(args: argparse.Namespace) -> int:
 
     from shared import pubsub
     from shared.config import Settings
+    from shared.jobs.cli import api_client
 
     # Fail here, not in a rejection record, on obvious mistakes.
     data, _ = _read_request(args.file, validate=not args.no_validate)
+    if (api := api_client(args)) is not None:
+        accepted = api.submit(data)
+        print(f"submitted {args.file} through {api.base_url}: request id "
+              f"{accepted.request_id}; status: accelops jobs status {accepted.request_id} "
+              f"(or GET {api.base_url}{accepted.status_url})")
+        return 0
     project = args.project or Settings.from_env().project
     if not project:
         raise PermanentError("no project: pass --project or set ACCELOPS_PROJECT")
@@ -297,13 +304,18 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--request-id", default="local-render",
                         help="request id when the file has none (default: local-render)")
     render.set_defaults(func=cmd_jobs_render)
-    submit = jobs.add_parser("submit", help="publish a request to the job-requests topic")
+    submit = jobs.add_parser("submit", help="publish a request to the job-requests topic, or "
+                                            "POST it to the jobs API (--api)")
     submit.add_argument("file", help="job request JSON file")
     submit.add_argument("--project", help="Pub/Sub project (default: $ACCELOPS_PROJECT)")
     submit.add_argument("--topic", help="topic id (default: the config's, else job-requests)")
     submit.add_argument("--config", help="config YAML (default: $ACCELOPS_CONFIG)")
     submit.add_argument("--no-validate", action="store_true",
                         help="publish even if the request does not validate locally")
+    submit.add_argument("--api", metavar="URL",
+                        help="POST it to the jobs API at URL instead of publishing "
+                             "(default: $ACCELOPS_JOBS_API): the API checks it, gives it a "
+                             "request id when it has none, and publishes it")
     submit.set_defaults(func=cmd_jobs_submit)
     from shared.jobs.budget_cli import add_usage_command
     from shared.jobs.cli import add_commands as add_job_commands
@@ -321,8 +333,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="only delete pools, never create")
     slices.set_defaults(func=cmd_slices)
 
-    sandbox = sub.add_parser("sandbox", help="the local sandbox: up, down, status, env")
-    sandbox.add_argument("action", choices=["up", "down", "status", "env"])
+    sandbox = sub.add_parser("sandbox", help="the local sandbox: up, down, status, env, token")
+    sandbox.add_argument("action", choices=["up", "down", "status", "env", "token"],
+                         help="token: print an ID token for the jobs API, signed by the "
+                              "sandbox's issuer (--as EMAIL)")
     sandbox.add_argument("--state-dir",
                          help="where the sandbox keeps its state (default: .sandbox)")
     sandbox.add_argument("--speed", type=float, default=60.0,
@@ -332,6 +346,13 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox.add_argument("--pubsub", choices=["standin", "emulator"], default=None,
                          help="with up: the accelops stand-in or Google's Pub/Sub emulator "
                               "(default: $ACCELOPS_SANDBOX_PUBSUB, else standin)")
+    sandbox.add_argument("--as", dest="identity", metavar="EMAIL",
+                         help="with token: the identity (a team member or admin in the "
+                              "sandbox config, e.g. alice@example.com)")
+    sandbox.add_argument("--audience",
+                         help="with token: the audience (default: the jobs API's URL)")
+    sandbox.add_argument("--lifetime", type=int, default=3600,
+                         help="with token: seconds until it expires (default: 3600)")
     sandbox.set_defaults(func=cmd_sandbox)
 
     bq = sub.add_parser("bq", help="BigQuery schema of load-test metrics").add_subparsers(

@@ -1,4 +1,4 @@
-"""What each function's Kubernetes identity may do, by the definition — and the
+"""What each function's (and service's) Kubernetes identity may do, by the definition — and the
 probes ``accelops doctor`` asks the cluster about (SubjectAccessReview) to show
 that it may do exactly that: every needed request allowed, every other one of the
 same kinds denied. Pure.
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from shared.config import AccelopsConfig
 from shared.deployment import system
-from shared.deployment.model import Function, KubeRule
+from shared.deployment.model import Function, KubeRule, Service
 
 __all__ = ["Probe", "allowed_by_definition", "probes"]
 
@@ -52,7 +52,7 @@ def _namespaces(rule: KubeRule, config: AccelopsConfig) -> set[str] | None:
     return {team.namespace for team in config.teams.values()}
 
 
-def allowed_by_definition(spec: Function, probe: Probe, config: AccelopsConfig) -> bool:
+def allowed_by_definition(spec: Function | Service, probe: Probe, config: AccelopsConfig) -> bool:
     """Whether the function's rules allow the probe (RBAC semantics: a cluster-scope
     rule covers every namespace; resourceNames rules match only named requests)."""
     for rule in spec.kube_rules:
@@ -68,11 +68,12 @@ def allowed_by_definition(spec: Function, probe: Probe, config: AccelopsConfig) 
     return False
 
 
-def probes(spec: Function, config: AccelopsConfig) -> list[Probe]:
-    """Every verb on every resource any function uses (and a few sensitive ones), at
+def probes(spec: Function | Service, config: AccelopsConfig) -> list[Probe]:
+    """Every verb on every resource any function or service uses (and a few sensitive ones), at
     cluster scope, in the state namespace, the serving namespace and each team
     namespace; plus named probes for rules limited to named objects."""
-    kinds = {(rule.api_group, resource) for f in system.FUNCTIONS for rule in f.kube_rules
+    specs: tuple[Function | Service, ...] = (*system.FUNCTIONS, *system.SERVICES)
+    kinds = {(rule.api_group, resource) for f in specs for rule in f.kube_rules
              for resource in rule.resources} | set(SENSITIVE)
     namespaces = ["", config.slices.state_namespace, config.serving.namespace,
                   *sorted({t.namespace for t in config.teams.values()})]

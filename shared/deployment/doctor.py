@@ -6,8 +6,8 @@ the definition's ack deadline, retry and dead-letter policy. Kubernetes: the
 cluster answers, every configured team has its namespace, LocalQueue and
 ClusterQueue, the ResourceFlavors and priority classes exist, and the serving
 namespace holds the model servers' service accounts and the Sax cell. Identities: each
-function's identity may do what its code needs and nothing else of the same kinds
-(SubjectAccessReview, asked as the cluster's own authorizer answers it). BigQuery:
+function's and service's identity may do what its code needs and nothing else of the
+same kinds (SubjectAccessReview, asked as the cluster's own authorizer answers it). BigQuery:
 the tables carry every column of the schema and the views exist.
 
 Each area is checked on its own: one that cannot be reached is reported as a
@@ -28,7 +28,7 @@ from shared.config import AccelopsConfig
 from shared.deployment import system
 from shared.deployment.access import Probe, allowed_by_definition, probes
 from shared.deployment.manifests import PRIORITY_VALUES, cluster_queue_name, identity
-from shared.deployment.model import Function
+from shared.deployment.model import Function, Service
 from shared.errors import AccelopsError
 
 __all__ = ["Expectations", "Finding", "check", "main"]
@@ -59,6 +59,11 @@ class Expectations:
 
     def deployed(self) -> list[Function]:
         return [f for f in system.FUNCTIONS if f.name in self.functions]
+
+    def identities(self) -> list[Function | Service]:
+        """The deployed functions and every service: each acting in the cluster under
+        an identity of its own."""
+        return [*self.deployed(), *system.SERVICES]
 
 
 def production_retry(spec: Function) -> Retry:
@@ -219,7 +224,7 @@ def _identities(expect: Expectations) -> list[Finding]:
 
     kube = get_client()
     found = []
-    for spec in expect.deployed():
+    for spec in expect.identities():
         if not spec.kube_rules:
             continue
         user = identity(spec, expect.project)
@@ -275,7 +280,7 @@ def _bigquery(expect: Expectations) -> list[Finding]:
 AREAS: dict[str, tuple[str, Callable[[Expectations], list[Finding]]]] = {
     "pubsub": ("Pub/Sub", _pubsub),
     "kubernetes": ("the cluster", _kubernetes),
-    "identity": ("function identities", _identities),
+    "identity": ("function and service identities", _identities),
     "bigquery": ("BigQuery", _bigquery),
 }
 

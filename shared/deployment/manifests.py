@@ -3,15 +3,16 @@
 ``manifests/base/`` (committed, checked for staleness like Terraform's
 files) holds what is the same in every cluster: the ``accelops-system`` namespace,
 one ResourceFlavor per TPU accelerator, the WorkloadPriorityClasses job requests
-name, and a ClusterRole (and Role) per function from its ``kube_rules``.
+name, and a ClusterRole (and Role) per function and service from its ``kube_rules``.
 
 A deployment's overlay comes from its team config and project
 (``accelops manifests render --config C --project P --out DIR``): one namespace per
 team with Pod Security Admission labels, its ClusterQueue (TPU quota from the
 team's ``tpu_chips``) and LocalQueue, the serving namespace with the model servers'
 service accounts and the Sax cell (``serving.py``), and the bindings that give each
-function's Google service account (a Kubernetes user named by its email on GKE) its
-roles. Queues and config therefore cannot drift: both come from the same file. Pure.
+function's and service's Google service account (a Kubernetes user named by its
+email on GKE) its roles. Queues and config therefore cannot drift: both come from the
+same file. Pure.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import yaml
 
 from shared.config import AccelopsConfig, TeamPolicy
 from shared.deployment import system
-from shared.deployment.model import Function, KubeRule
+from shared.deployment.model import Function, KubeRule, Service
 from shared.deployment.serving import SaxmlSite, sax_bucket_name, serving_objects
 from shared.errors import ConfigError
 from shared.tpu import catalogue, lookup
@@ -38,6 +39,7 @@ __all__ = [
     "identity",
     "overlay_files",
     "team_flavors",
+    "with_kube_rules",
 ]
 
 BASE_DIR = "manifests/base"  # generated entirely: edit shared/deployment instead
@@ -74,9 +76,9 @@ _ROLE_SUFFIX = {"cluster": "", "state_namespace": "-state", "team_namespaces": "
                 "serving_namespace": "-serving", "saxml_namespace": "-saxml"}
 
 
-def role_name(spec: Function, scope: str) -> str:
-    """``accelops-<function>`` for its cluster rules, ``...-state``, ``...-team``,
-    ``...-serving`` and ``...-saxml`` for the rules of those namespaces."""
+def role_name(spec: Function | Service, scope: str) -> str:
+    """``accelops-<function or service>`` for its cluster rules, ``...-state``,
+    ``...-team``, ``...-serving`` and ``...-saxml`` for the rules of those namespaces."""
     return f"accelops-{spec.name.replace('_', '-')}{_ROLE_SUFFIX[scope]}"
 
 
@@ -91,7 +93,13 @@ def _rules(rules: Iterable[KubeRule]) -> list[dict[str, Any]]:
     return out
 
 
-def _scopes(spec: Function) -> dict[str, list[KubeRule]]:
+def with_kube_rules() -> list[Function | Service]:
+    """The functions and services whose identities act in the cluster."""
+    specs: tuple[Function | Service, ...] = (*system.FUNCTIONS, *system.SERVICES)
+    return [spec for spec in specs if spec.kube_rules]
+
+
+def _scopes(spec: Function | Service) -> dict[str, list[KubeRule]]:
     scopes: dict[str, list[KubeRule]] = {}
     for rule in spec.kube_rules:
         scopes.setdefault(rule.scope, []).append(rule)
@@ -103,7 +111,7 @@ def _roles() -> list[dict[str, Any]]:
     names (a RoleBinding in each refers to one); a Role in accelops-system for
     state rules."""
     objects = []
-    for spec in system.FUNCTIONS:
+    for spec in with_kube_rules():
         for scope, rules in _scopes(spec).items():
             namespace = system.STATE_NAMESPACE if scope == "state_namespace" else None
             objects.append({"apiVersion": RBAC, "kind": "Role" if namespace else "ClusterRole",
@@ -142,8 +150,8 @@ def base_files() -> dict[str, str]:
 
 
 # ----------------------------------------------------------------------- overlays
-def identity(spec: Function, project: str) -> str:
-    """The Kubernetes user GKE maps a function's Google service account to."""
+def identity(spec: Function | Service, project: str) -> str:
+    """The Kubernetes user GKE maps a function's or service's Google service account to."""
     return f"{spec.service_account}@{project}.iam.gserviceaccount.com"
 
 
@@ -204,7 +212,7 @@ def _binding_namespaces(scope: str, config: AccelopsConfig) -> list[str]:
 
 def _bindings(config: AccelopsConfig, project: str) -> list[dict[str, Any]]:
     objects = []
-    for spec in system.FUNCTIONS:
+    for spec in with_kube_rules():
         user = identity(spec, project)
         for scope in _scopes(spec):
             role = role_name(spec, scope)

@@ -14,6 +14,7 @@ __all__ = [
     "CustomRole",
     "Function",
     "Grant",
+    "Ingress",
     "KubeRule",
     "LogSink",
     "Retry",
@@ -158,9 +159,17 @@ class Function:
         return service_account_id(self.name)
 
 
+# Who can reach a service over the network. "internal": the project's networks only
+# (or an internal load balancer, Terraform's ``ingress``). "all": any network, which
+# for an IAM-authenticated service still means only its invokers, holding an ID
+# token Cloud Run checks: for APIs people call from their own machines.
+Ingress = Literal["internal", "all"]
+
+
 @dataclass(frozen=True, slots=True)
 class Service:
-    """A Cloud Run service (a container image built from ``services/<name>``)."""
+    """A Cloud Run service (a container image built from ``services/<name>``), always
+    IAM-authenticated: Terraform's ``invokers`` name who may call it."""
 
     name: str
     description: str
@@ -171,7 +180,19 @@ class Service:
     max_instances: int
     env: tuple[str, ...]
     grants: tuple[Grant, ...] = ()
+    # What its identity may do in the cluster (RBAC, as a function's).
+    kube_rules: tuple[KubeRule, ...] = ()
     publishes_to: tuple[str, ...] = ()
+    ingress: Ingress = "internal"
+    # The sandbox part that runs it as a process of its own (``sandbox/topology.py``);
+    # None: the sandbox does not run it.
+    sandbox_part: str | None = None
+    # The WSGI application the sandbox serves (``module:attribute``).
+    wsgi_app: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.sandbox_part is not None and self.wsgi_app is None:
+            raise ValueError(f"{self.name}: the sandbox serves a service by its wsgi_app")
 
     @property
     def service_account(self) -> str:

@@ -36,7 +36,7 @@ def _rows(part: Function | Service | WorkloadIdentity) -> list[str]:
     publish = tuple(Grant("roles/pubsub.publisher", "topic", f"publish to {topic}", topic)
                     for topic in publishes)
     rows = [_grant(g) for g in (*part.grants, *publish)]
-    if isinstance(part, Function):
+    if not isinstance(part, WorkloadIdentity):
         for rule in part.kube_rules:
             what = ", ".join(f"{r}.{rule.api_group}" if rule.api_group else r
                              for r in rule.resources)
@@ -60,6 +60,9 @@ def permissions_table() -> str:
         lines += _rows(part)
     lines.append(f"| `{system.PUSH_INVOKER}` | `roles/run.invoker` on each function | "
                  "Pub/Sub signs its pushes as this account (OIDC) |")
+    lines.append("| Terraform's `service_invokers` (and `jobs_api_invokers`) | `roles/run.invoker` "
+                 "on that service | the people and CI that call a service (never `allUsers`); "
+                 "the jobs API then maps each caller's e-mail to teams |")
     lines.append(f"| `{system.EVENTARC_INVOKER}` | `roles/eventarc.eventReceiver` on project, "
                  "`roles/run.invoker` on each function fed by an Eventarc trigger | "
                  "Eventarc delivers bucket events as this account (model_upload_route "

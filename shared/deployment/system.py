@@ -371,6 +371,54 @@ SERVICES: tuple[Service, ...] = (
         ),
     ),
     Service(
+        name="jobs_api",
+        description="The jobs API: submit job requests, list jobs, explain a job's status, "
+                    "read its logs, cancel it; callers map to teams by the e-mail of their "
+                    "ID token.",
+        port=8080, memory="512Mi", cpu="1", concurrency=40, max_instances=5,
+        # ACCELOPS_JOBS_API_AUDIENCE: the audiences an ID token must name (the
+        # service's URL; services/jobs_api/auth.py).
+        env=(*_CLUSTER_ENV, "ACCELOPS_JOBS_API_AUDIENCE"),
+        # People and CI call it from outside the project's networks; Cloud Run lets
+        # only its invokers through, and the service checks their tokens again.
+        ingress="all",
+        publishes_to=(_T.job_requests,),
+        grants=(
+            Grant("accelopsClusterAccess", "project",
+                  "get_cluster for the endpoint and CA (shared/gke.py), then the "
+                  "Kubernetes API (shared/kube.py); list node pools: a provisioning "
+                  "job's slice status (shared/jobs/lookup.py)"),
+            _READ_CONFIG,
+            Grant("roles/bigquery.dataViewer", "dataset",
+                  "read job_events: why a request was rejected (shared/jobs/lookup.py)"),
+            Grant("roles/bigquery.jobUser", "project",
+                  "run that query: BigQuery has no narrower scope for jobs"),
+        ),
+        kube_rules=(
+            KubeRule("jobset.x-k8s.io", ("jobsets",), ("get", "list"), "cluster",
+                     "list jobs; find one by request id, name or namespace/name "
+                     "(shared/jobs/lookup.py)"),
+            KubeRule("jobset.x-k8s.io", ("jobsets",), ("delete",), "team_namespaces",
+                     "cancel a job: delete its JobSet (shared/jobs/lookup.py cancel_job)"),
+            KubeRule("kueue.x-k8s.io", ("workloads",), ("list",), "cluster",
+                     "a job's Workload, and for a queued one the Workloads ahead of it"),
+            KubeRule("kueue.x-k8s.io", ("localqueues",), ("list",), "cluster",
+                     "which ClusterQueue a queued job's LocalQueue feeds"),
+            KubeRule("kueue.x-k8s.io", ("clusterqueues",), ("get",), "cluster",
+                     "a queued job's ClusterQueue: its quota and queueing strategy"),
+            KubeRule("", ("pods",), ("list",), "cluster",
+                     "a job's pods: running per slice, restarts, the failed pod's "
+                     "termination message"),
+            KubeRule("", ("pods/log",), ("get",), "team_namespaces",
+                     "a job's logs (GET /v1/jobs/{id}/logs)"),
+            KubeRule("", ("configmaps",), ("get",), "state_namespace",
+                     "reconcile_slices' record: a provisioning job's pool operations and "
+                     "failed creates (shared/slices/record.py)", resource_names=(RECORD_NAME,)),
+        ),
+        sandbox_part="jobs",
+        wsgi_app="services.jobs_api.main:app",
+    ),
+    Service(
         name="loadgen",
         description="Locust against a Triton or Saxml server; publishes each request "
                     "as a metric record.",

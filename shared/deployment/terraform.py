@@ -89,6 +89,7 @@ def _service(spec: Service) -> dict[str, Any]:
         "concurrency": spec.concurrency,
         "max_instances": spec.max_instances,
         "env": list(spec.env),
+        "ingress": spec.ingress,
         "grants": _grants(spec.grants, spec.publishes_to),
     }
 

@@ -1,10 +1,13 @@
-"""``accelops jobs list | status | cancel | logs``: jobs read straight off the cluster.
+"""``accelops jobs list | status | cancel | logs``: jobs read straight off the cluster, or
+through the jobs API.
 
 The commands reach the cluster the environment names (``KUBECONFIG``, else
 ``ACCELOPS_PROJECT``/``ACCELOPS_LOCATION``/``ACCELOPS_CLUSTER``) with the caller's own
 credentials, so Kubernetes RBAC decides what each person may read or delete; the
 ``--team`` that ``cancel`` requires only guards against cancelling another team's job by
-mistake. Fetching (:mod:`shared.jobs.lookup`) and printing (:func:`print_jobs`,
+mistake. With ``--api URL`` (or ``$ACCELOPS_JOBS_API``) they ask the jobs API instead
+(``shared.jobs.api_client``), which decides from the caller's ID token which teams'
+jobs they may see and cancel. Fetching (:mod:`shared.jobs.lookup`) and printing (:func:`print_jobs`,
 :func:`print_status`) are apart: the printers take the same models the jobs API serves,
 from wherever they came.
 """
@@ -20,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from shared.jobs.status_model import JobStatus, JobSummary
 
-__all__ = ["add_commands", "format_jobs", "format_status", "print_jobs", "print_status"]
+__all__ = ["add_commands", "api_client", "format_jobs", "format_status", "print_jobs",
+           "print_status"]
 
 _RBAC_NOTE = ("Direct access uses your own Kubernetes credentials: RBAC decides which "
               "namespaces you may read and where you may delete.")
@@ -75,6 +79,17 @@ def print_status(status: JobStatus, *, as_json: bool = False) -> None:
         print(format_status(status), end="")
 
 
+def api_client(args: argparse.Namespace) -> Any:
+    """The jobs API client when the command goes through the API (``--api`` or
+    ``$ACCELOPS_JOBS_API``), else None (straight to the cluster)."""
+    import os
+
+    from shared.jobs.api_client import API_ENV, JobsApiClient
+
+    url = getattr(args, "api", None) or os.environ.get(API_ENV, "").strip()
+    return JobsApiClient(url) if url else None
+
+
 def _context(args: argparse.Namespace) -> tuple[Any, Any]:
     from shared.config import Settings, load_config_from
 
@@ -84,6 +99,9 @@ def _context(args: argparse.Namespace) -> tuple[Any, Any]:
 def cmd_list(args: argparse.Namespace) -> int:
     from shared.jobs.lookup import list_jobs
 
+    if (api := api_client(args)) is not None:
+        print_jobs(api.list_jobs(args.team), as_json=args.json)
+        return 0
     settings, config = _context(args)
     print_jobs(list_jobs(settings, config, team=args.team), as_json=args.json)
     return 0
@@ -92,16 +110,26 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from shared.jobs.lookup import job_status
 
+    if (api := api_client(args)) is not None:
+        print_status(api.job_status(args.id), as_json=args.json)
+        return 0
     settings, config = _context(args)
     print_status(job_status(settings, config, args.id), as_json=args.json)
     return 0
 
 
 def cmd_cancel(args: argparse.Namespace) -> int:
+    from shared.errors import PermanentError
     from shared.jobs.lookup import cancel_job
 
-    settings, config = _context(args)
-    status = cancel_job(settings, config, args.id, teams=frozenset({args.team}))
+    if (api := api_client(args)) is not None:
+        status = api.cancel_job(args.id)
+    else:
+        if not args.team:
+            raise PermanentError("name the team you act for: --team TEAM (the jobs API "
+                                 "knows it from your identity: --api URL)", field="--team")
+        settings, config = _context(args)
+        status = cancel_job(settings, config, args.id, teams=frozenset({args.team}))
     print(f"cancelled {status.jobset} (request {status.request_id}): its JobSet is deleted; "
           "Kubernetes stops its pods and reconcile_slices deletes its node pools")
     return 0
@@ -110,8 +138,11 @@ def cmd_cancel(args: argparse.Namespace) -> int:
 def cmd_logs(args: argparse.Namespace) -> int:
     from shared.jobs.lookup import job_logs
 
-    settings, config = _context(args)
-    text = job_logs(settings, config, args.id, pod=args.pod, tail_lines=args.tail)
+    if (api := api_client(args)) is not None:
+        text = api.job_logs(args.id, pod=args.pod, tail_lines=args.tail)
+    else:
+        settings, config = _context(args)
+        text = job_logs(settings, config, args.id, pod=args.pod, tail_lines=args.tail)
     print(text, end="" if text.endswith("\n") or not text else "\n")
     return 0
 
@@ -128,6 +159,9 @@ def add_commands(jobs: Any) -> None:
     ident = ("a request id, a JobSet's NAMESPACE/NAME, or a JobSet name (unique across "
              "namespaces)")
     config_help = "config YAML (default: $ACCELOPS_CONFIG)"
+    api_help = ("ask the jobs API at URL instead of the cluster (default: $ACCELOPS_JOBS_API; "
+                "the ID token is $ACCELOPS_ID_TOKEN, else one from application default "
+                "credentials)")
 
     listing = jobs.add_parser("list", help="jobs on the cluster, with their state",
                               description="Lists the JobSets of every team (or one) with "
@@ -135,6 +169,7 @@ def add_commands(jobs: Any) -> None:
     listing.add_argument("--team", help="only this team's jobs")
     listing.add_argument("--json", action="store_true", help="print JSON")
     listing.add_argument("--config", help=config_help)
+    listing.add_argument("--api", metavar="URL", help=api_help)
     listing.set_defaults(func=cmd_list)
 
     status = jobs.add_parser(
@@ -147,6 +182,7 @@ def add_commands(jobs: Any) -> None:
     status.add_argument("id", help=ident)
     status.add_argument("--json", action="store_true", help="print JSON")
     status.add_argument("--config", help=config_help)
+    status.add_argument("--api", metavar="URL", help=api_help)
     status.set_defaults(func=cmd_status)
 
     cancel = jobs.add_parser(
@@ -155,8 +191,9 @@ def add_commands(jobs: Any) -> None:
                     "its node pools. Refused for a job of another team than --team. "
                     + _RBAC_NOTE + " --team guards against mistakes; RBAC is the boundary.")
     cancel.add_argument("id", help=ident)
-    cancel.add_argument("--team", required=True, help="the team you act for")
+    cancel.add_argument("--team", help="the team you act for (required without --api)")
     cancel.add_argument("--config", help=config_help)
+    cancel.add_argument("--api", metavar="URL", help=api_help)
     cancel.set_defaults(func=cmd_cancel)
 
     logs = jobs.add_parser(
@@ -166,4 +203,5 @@ def add_commands(jobs: Any) -> None:
     logs.add_argument("--pod", help="this pod instead (jobs status names the failed one)")
     logs.add_argument("--tail", type=_positive, metavar="N", help="only the last N lines")
     logs.add_argument("--config", help=config_help)
+    logs.add_argument("--api", metavar="URL", help=api_help)
     logs.set_defaults(func=cmd_logs)

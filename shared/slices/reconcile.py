@@ -10,11 +10,11 @@ reported on the JobSet. An unreachable API raises TransientError so Pub/Sub
 redelivers.
 
 Each run also reports the job lifecycle transitions it observed (Kueue's admission,
-slices requested, ready and deleted, pods running, the JobSet finished or deleted;
-:mod:`shared.slices.events`): one message on the metrics topic, published and
-awaited before the record marking them reported is saved. When Pub/Sub cannot take
-it the run raises TransientError after saving the rest of the record (the operations
-it started), and the next run reports the same transitions, under the same keys.
+slices requested, ready and deleted, pods running, the JobSet finished or deleted):
+one message on the metrics topic, published and awaited before the record marking
+them reported is saved (:mod:`shared.slices.reporting`). When Pub/Sub cannot take it
+the run raises TransientError after saving the rest of the record, and the next run
+reports the same transitions, under the same keys.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ from typing import Any
 from shared import gke
 from shared.config import AccelopsConfig, Settings, load_config_or_retry
 from shared.errors import (
-    AccelopsError,
     ConflictError,
     NotFoundError,
     OperationInProgressError,
@@ -34,14 +33,14 @@ from shared.errors import (
     RateLimitedError,
     TransientError,
 )
-from shared.jobs.emit import publish_job_events
 from shared.kube import JOBSETS, NODES, PODS, WORKLOADS, KubeClient, get_client
 from shared.log import get_logger
-from shared.slices.events import JobState, SliceOperation, derive_events, job_states
+from shared.slices.lifecycle import JobState, job_states
 from shared.slices.model import Action, CreatePool, Observed, OperationInfo, Plan, SliceFailure
 from shared.slices.observe import JOBSET_NAME_LABEL, NODEPOOL_LABEL, build_observed
 from shared.slices.plan import plan_slices
-from shared.slices.record import SliceRecord, load_record, save_record
+from shared.slices.record import SliceRecord, load_record, save_if_changed, save_record
+from shared.slices.reporting import report, reporting_elsewhere, slice_operation
 from shared.slices.surface import clear_failure, report_failure
 
 __all__ = ["ReconcileReport", "observe", "reconcile"]
@@ -50,6 +49,8 @@ log = get_logger("accelops.slices")
 
 # An intent recorded without an operation name (the run died between the two
 # writes) is forgotten after this long; the next plan sees the pool either way.
+# Long by the cluster's clock and by this machine's: a run lasts real seconds, and
+# the cluster's clock may run faster (the sandbox's simulated one).
 STALE_INTENT_SECONDS = 120.0
 
 
@@ -130,37 +131,25 @@ def _fail_create(record: SliceRecord, config: AccelopsConfig, now: float, jobset
     return failure
 
 
-def _slice_operation(entry: dict[str, Any], info: OperationInfo | None = None,
-                     now: float | None = None) -> dict[str, Any] | None:
-    """A recorded operation as the lifecycle sees it (:class:`SliceOperation` fields);
-    ``info``: it ended (at ``now`` when GKE gave no end time). None for one not on a
-    slice of a JobSet."""
-    if entry.get("slice") is None or not entry.get("jobset"):
-        return None
-    started = entry.get("op_started") or entry.get("started")
-    return {"action": "create" if entry["action"] == "create" else "delete",
-            "jobset": str(entry["jobset"]), "slice_index": int(entry["slice"]),
-            "pool": str(entry["pool"]),
-            "started_at": float(started) if started is not None else None,
-            "ended_at": None if info is None else (info.end_time or now),
-            "failed": info is not None and info.error is not None}
-
-
 def _check_operations(record: SliceRecord, settings: Settings, config: AccelopsConfig,
                       now: float) -> tuple[str | None, dict[str, SliceFailure]]:
     """Update the record from the operations in flight; those on slices that ended
     wait in ``record.ended`` until their lifecycle transitions are published.
 
-    Returns why this run must not act at all (another run is starting operations),
-    and the JobSets whose create ended in an error just now.
+    Returns why this run must not act at all (another run is starting operations or
+    publishing lifecycle transitions), and the JobSets whose create ended in an
+    error just now.
     """
     still: list[dict[str, Any]] = []
     busy_run: str | None = None
+    if reporting_elsewhere(record):
+        busy_run = "another run is publishing lifecycle transitions"
     failed: dict[str, SliceFailure] = {}
     for inflight in record.operations:
         name = inflight.get("operation")
         if not name:
-            if now - float(inflight.get("started", 0)) < STALE_INTENT_SECONDS:
+            if (now - float(inflight.get("started", 0)) < STALE_INTENT_SECONDS
+                    or time.time() - float(inflight.get("wall", 0)) < STALE_INTENT_SECONDS):
                 busy_run = f"another run is starting the {inflight['action']} of {inflight['pool']}"
                 still.append(inflight)
             continue
@@ -172,7 +161,7 @@ def _check_operations(record: SliceRecord, settings: Settings, config: AccelopsC
         log.info(f"{inflight['action']} of node pool {inflight['pool']} {outcome}",
                  operation=name, pool=inflight["pool"], jobset=inflight.get("jobset"))
         record.remember({**inflight, "finished": now, "result": outcome})
-        if (ended := _slice_operation(inflight, operation, now)) is not None:
+        if (ended := slice_operation(inflight, operation, now)) is not None:
             record.ended = [*record.ended, ended]
         if operation.error and inflight["action"] == "create" and inflight.get("jobset"):
             failed[inflight["jobset"]] = _fail_create(
@@ -181,17 +170,6 @@ def _check_operations(record: SliceRecord, settings: Settings, config: AccelopsC
                 float(inflight.get("started") or now))
     record.operations = still
     return busy_run, failed
-
-
-def _save_quietly(kube: KubeClient, namespace: str, record: SliceRecord) -> None:
-    """Write the record if this run changed it (most runs change nothing)."""
-    if not record.changed:
-        return
-    try:
-        save_record(kube, namespace, record)
-    except ConflictError:
-        # Another run wrote the record meanwhile; it holds the fresher view.
-        log.info("slice record changed by a concurrent run; not overwriting it")
 
 
 def _backoff(record: SliceRecord, config: AccelopsConfig, now: float, reason: str) -> None:
@@ -207,39 +185,6 @@ def _start(action: Action, settings: Settings) -> OperationInfo:
     if isinstance(action, CreatePool):
         return gke.start_node_pool_create(settings, action.spec)
     return gke.start_node_pool_delete(settings, action.pool)
-
-
-def _report(record: SliceRecord, snapshot: Snapshot, kube: KubeClient, settings: Settings,
-            config: AccelopsConfig, now: float, *, claimed: bool) -> int:
-    """Publish the lifecycle transitions this run observed, then mark them reported
-    in the record (saved by the caller); returns how many were published.
-
-    Only a run whose view of the record is the latest reports: one that did not
-    write it under its lock already (``claimed``) first writes it unchanged, and a
-    concurrent run's write since it was read (409) makes it leave the reporting to
-    the fresher run. A failed publish saves the rest of the record (operations
-    started, operations ended) and raises: the transitions stay unreported, for the
-    next run to publish at the same instants.
-    """
-    operations = [SliceOperation(**entry) for entry in record.ended]
-    operations += [SliceOperation(**op) for entry in record.operations
-                   if (op := _slice_operation(entry)) is not None]
-    telemetry = derive_events(snapshot.jobs, snapshot.observed.pools, operations,
-                              record.jobs, record.done, now)
-    namespace = config.slices.state_namespace
-    if telemetry.records and not claimed:
-        try:
-            save_record(kube, namespace, record)
-        except ConflictError:
-            log.info("slice record changed by a concurrent run; it reports the transitions")
-            return 0
-    try:
-        publish_job_events(settings, config, telemetry.records)
-    except AccelopsError:
-        _save_quietly(kube, namespace, record)
-        raise
-    record.jobs, record.done, record.ended = telemetry.jobs, list(telemetry.done), []
-    return len(telemetry.records)
 
 
 def _capacity(action: Action) -> str | None:
@@ -287,11 +232,16 @@ def reconcile(settings: Settings | None = None, *, dry_run: bool = False,
     if waiting_on is None and plan.start and now < record.backoff_until:
         until = time.strftime("%H:%M:%S", time.gmtime(record.backoff_until))
         waiting_on = f"backing off until {until} UTC after: {record.backoff_reason}"
+    if busy_run:
+        # Another run is starting operations or publishing transitions and writes the
+        # record when it has: a write from here would make its write fail and lose
+        # what it did. It, or the next run, sees what this one saw.
+        return ReconcileReport(plan, observed, blocked=busy_run if plan.actions else None,
+                               failed=tuple(failed))
     if not plan.start or waiting_on is not None:
-        # A run starting operations right now reports once it has recorded them.
-        events = 0 if busy_run else _report(record, snapshot, kube, settings, config, now,
-                                            claimed=False)
-        _save_quietly(kube, namespace, record)
+        events = report(record, snapshot.jobs, observed.pools, kube, settings, config, now,
+                        claimed=False)
+        save_if_changed(kube, namespace, record)
         if plan.actions and waiting_on is None:
             waiting_on = (f"{len(record.operations)} operation(s) in flight; "
                           f"limit {config.slices.max_concurrent_operations}")
@@ -314,7 +264,7 @@ def _act(plan: Plan, snapshot: Snapshot, record: SliceRecord, kube: KubeClient,
     intents = {action.pool: {"action": action.kind, "pool": action.pool,
                              "jobset": action.jobset, "slice": _slice_of(action, observed),
                              "reason": action.reason, "capacity": _capacity(action),
-                             "started": now, "operation": None}
+                             "started": now, "wall": time.time(), "operation": None}
                for action in plan.start}
     settled = list(record.operations)
     record.operations = [*settled, *intents.values()]
@@ -362,7 +312,7 @@ def _act(plan: Plan, snapshot: Snapshot, record: SliceRecord, kube: KubeClient,
             break
         except TransientError:
             keep_started()
-            _save_quietly(kube, namespace, record)
+            save_if_changed(kube, namespace, record)
             raise
         intents[action.pool]["operation"] = operation.name
         intents[action.pool]["op_started"] = operation.start_time
@@ -374,7 +324,8 @@ def _act(plan: Plan, snapshot: Snapshot, record: SliceRecord, kube: KubeClient,
     if started and not busy:
         record.backoff_attempts, record.backoff_until, record.backoff_reason = 0, 0.0, ""
     # The record was written under the lock above: this run's view is the latest.
-    events = _report(record, snapshot, kube, settings, config, now, claimed=True)
-    _save_quietly(kube, namespace, record)
+    events = report(record, snapshot.jobs, observed.pools, kube, settings, config, now,
+                    claimed=True)
+    save_if_changed(kube, namespace, record)
     return ReconcileReport(plan, observed, started=tuple(started), blocked=blocked,
                            failed=failed, events=events)

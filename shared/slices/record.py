@@ -23,11 +23,15 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from shared.errors import NotFoundError
+from shared.errors import ConflictError, NotFoundError
 from shared.kube import KubeClient, Resource
+from shared.log import get_logger
 from shared.slices.model import SliceFailure
 
-__all__ = ["CONFIGMAPS", "RECORD_NAME", "SliceRecord", "load_record", "save_record"]
+__all__ = ["CONFIGMAPS", "RECORD_NAME", "SliceRecord", "load_record", "save_if_changed",
+           "save_record"]
+
+log = get_logger("accelops.slices")
 
 CONFIGMAPS = Resource("", "v1", "configmaps")
 RECORD_NAME = "accelops-slices"
@@ -52,6 +56,9 @@ class SliceRecord:
     # Slice operations that ended, until the transitions they mark are published
     # (shared.slices.events.SliceOperation fields).
     ended: list[dict[str, Any]] = field(default_factory=list)
+    # When (this machine's clock) a run took the record to publish transitions;
+    # 0 once it saved what it published.
+    reporting: float = 0.0
     resource_version: str | None = None  # of the ConfigMap it was read from
     stored: dict[str, str] | None = None  # the data as last read or written
 
@@ -106,3 +113,14 @@ def save_record(kube: KubeClient, namespace: str, record: SliceRecord) -> None:
         saved = kube.replace(CONFIGMAPS, body)
     record.resource_version = saved["metadata"].get("resourceVersion")
     record.stored = body["data"]
+
+
+def save_if_changed(kube: KubeClient, namespace: str, record: SliceRecord) -> None:
+    """Write the record if this run changed it (most runs change nothing); a concurrent
+    run's write since it was read wins (it holds the fresher view)."""
+    if not record.changed:
+        return
+    try:
+        save_record(kube, namespace, record)
+    except ConflictError:
+        log.info("slice record changed by a concurrent run; not overwriting it")

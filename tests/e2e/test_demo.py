@@ -5,17 +5,28 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
+from google.api_core.client_options import ClientOptions
+from google.auth.credentials import AnonymousCredentials
+from google.cloud import bigquery
+
+from sandbox.demo import _clock, _minutes
+from sandbox.httpserver import free_port
+from sandbox.topology import PROJECT
+from tests.processes import serving
 
 pytestmark = pytest.mark.e2e
 
 
 def test_the_demo_runs_every_job_through_its_whole_lifecycle_and_stops_everything(tmp_path):
+    state = tmp_path / "state"
     result = subprocess.run([sys.executable, "-m", "shared.cli", "demo", "--report-dir",
-                             str(tmp_path)], capture_output=True, text=True, timeout=480,
-                            check=False)
+                             str(tmp_path), "--state-dir", str(state)], capture_output=True,
+                            text=True, timeout=480, check=False)
     out = result.stdout
 
     assert result.returncode == 0, out + result.stderr
@@ -59,6 +70,74 @@ def test_the_demo_runs_every_job_through_its_whole_lifecycle_and_stops_everythin
         "errors", "latency", "throughput", "tokens", "users"]
     assert_schedule_story(out)
     assert "sandbox stopped" in out
+    assert_lifecycle_rows(out, state)
+
+
+def job_event_rows(state: Path, table: str) -> list[dict[str, Any]]:
+    """The rows of ``table`` in the BigQuery the demo's sandbox left behind (it persists
+    under the state directory), read with google-cloud-bigquery from a bqemulator
+    started on them."""
+    port = free_port()
+    argv = [str(Path(sys.executable).parent / "bqemulator"), "start", "--rest-port", str(port),
+            "--grpc-port", str(free_port()), "--project", PROJECT, "--persistent",
+            "--data-dir", str(state / "bigquery"), "--log-level", "warning"]
+    with serving(argv, port, state / "bqemulator-reopened.log"):
+        client = bigquery.Client(project=PROJECT, credentials=AnonymousCredentials(),
+                                 client_options=ClientOptions(
+                                     api_endpoint=f"http://127.0.0.1:{port}"))
+        try:
+            job = client.query(f"SELECT * FROM `{table}` ORDER BY ingested_at")
+            return [dict(row.items()) for row in job.result(timeout=60)]
+        finally:
+            client.close()
+
+
+def seconds(start: datetime, end: datetime) -> float:
+    return (end - start).total_seconds()
+
+
+def assert_lifecycle_rows(out: str, state: Path) -> None:
+    """The job_events rows of the demo's jobs say what its timeline printed: the same
+    instants, to the timeline's precision (seconds), and each transition once."""
+    where = re.search(r"lifecycle telemetry: (\d+) transitions of 5 jobs and 1 rejected "
+                      r"request in (\S+) \((\d+) rows", out)
+    assert where, "the demo says where the lifecycle rows are"
+    rows = job_event_rows(state, where[2])
+    events = {row["row_key"]: row for row in rows}  # de-duplicated by row key
+    assert len(events) == int(where[1]) == 48  # 5 x (submitted, admitted, running,
+    # finished) + 9 slices x (requested, ready, deleted) + the rejection
+    assert len(rows) >= int(where[3])  # a late redelivery may add a row, never an event
+    by_job: dict[str, dict[str, Any]] = {}
+    for row in events.values():
+        name = (row["jobset"] or "/").split("/")[1]
+        slice_suffix = f":{row['slice_index']}" if row["slice_index"] is not None else ""
+        by_job.setdefault(name, {})[row["event"] + slice_suffix] = row
+    assert [r["field"] for r in events.values() if r["event"] == "rejected"] == ["tpu.slices"]
+    printed = re.findall(r"^  (\S+)\s+(\S+)\s+(Completed|Failed)\s+(\S+)\s+(\S+)\s+(\S+)"
+                         r"\s+([\d.]+)$", out, re.MULTILINE)
+    assert len(printed) == 5
+    for name, tpu, outcome, queue_wait, provisioning, run, chip_hours in printed:
+        job = by_job[name]
+        at = {event: row["at"] for event, row in job.items()}
+        assert job["submitted"]["tpu_type"] == tpu
+        assert job["finished"]["outcome"] == {"Completed": "succeeded",
+                                              "Failed": "failed"}[outcome]
+        assert _minutes(seconds(at["submitted"], at["admitted"])) == queue_wait, name
+        assert _minutes(seconds(at["admitted"], at["running"])) == provisioning, name
+        assert _minutes(seconds(at["running"], at["finished"])) == run, name
+        chips = job["running"]["slices"] * job["running"]["chips_per_slice"]
+        assert f"{chips * seconds(at['running'], at['finished']) / 3600:.1f}" == chip_hours
+        # Each slice's pool was deleted after the job ended.
+        assert all(at["finished"] <= at[f"slice_deleted:{i}"]
+                   for i in range(job["running"]["slices"]))
+    slices = re.findall(r"^   (\S+-s\d+)\s+(\d\d:\d\d:\d\d) (\d\d:\d\d:\d\d)\s", out,
+                        re.MULTILINE)
+    assert len(slices) == 9
+    pools = {row["pool"]: row for row in events.values() if row["event"] == "slice_requested"}
+    ready = {row["pool"]: row for row in events.values() if row["event"] == "slice_ready"}
+    for pool, requested, made in slices:
+        assert _clock(pools[pool]["at"].timestamp()) == requested, pool
+        assert _clock(ready[pool]["at"].timestamp()) == made, pool
 
 
 def story_lines(section: str) -> list[tuple[str, str, str]]:

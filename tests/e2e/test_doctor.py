@@ -39,6 +39,8 @@ def test_a_sandbox_provisioned_from_the_definition_has_no_problems(sandbox):
     assert "no problems found" in report
     assert "submit_job (accelops-submit-job@accelops-local.iam.gserviceaccount.com) may do " \
            "what it needs and nothing more" in report
+    assert "jobs_api (accelops-jobs-api@accelops-local.iam.gserviceaccount.com) may do " \
+           "what it needs and nothing more" in report
     assert "subscription job-requests-submit-job delivers to submit_job" in report
     assert "LocalQueue research/research-queue exists" in report
 

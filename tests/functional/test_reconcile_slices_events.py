@@ -6,16 +6,18 @@ hand (no controllers run here); the GKE clock is advanced by hand."""
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime
 from typing import Any
 
 from sandbox.gke import GkeApiServer
 from sandbox.kubeapi import KubeApiServer
 from sandbox.pubsub import SubscriptionConfig
-from shared import gke
+from shared import gke, kube
 from shared.config import Settings
 from shared.metrics.job_event import JobEventRecord
 from shared.names import pool_name
+from shared.slices.record import RECORD_NAME
 from tests.functional.conftest import pull_job_events
 from tests.functional.test_reconcile_slices import admit, finish, submit, trigger
 from tests.jobs_fixtures import JOB_EVENTS_SUB, METRICS_TOPIC, PROJECT
@@ -139,3 +141,36 @@ def test_a_run_that_cannot_publish_is_retried_and_the_next_one_reports_what_it_s
     assert gke_api.request_log.count("POST", "/nodePools") == 2
     assert sorted((r.event, r.slice_index) for r in records) == [
         ("admitted", None), ("slice_requested", 0), ("slice_requested", 1)]
+
+
+def record_state() -> tuple[dict[str, Any], str]:
+    """The slice record's state and its resourceVersion."""
+    configmap = kube.get_client().get(kube.Resource("", "v1", "configmaps"), RECORD_NAME,
+                                      "accelops-system")
+    return json.loads(configmap["data"]["state.json"]), configmap["metadata"]["resourceVersion"]
+
+
+def mark_reporting(kube_api: KubeApiServer, when: float) -> None:
+    """Another run took the record to publish transitions at ``when`` (this machine's clock)."""
+    state, _ = record_state()
+    kube_api.store.patch("", "configmaps", RECORD_NAME, {"data": {"state.json": json.dumps(
+        {**state, "reporting": when})}}, namespace="accelops-system")
+
+
+def test_a_run_leaves_the_transitions_to_another_run_publishing_them_until_it_is_presumed_dead(
+    app_client, reconcile_app, kube_api, gke_api
+):
+    jobset = submit(app_client, tpu={"type": "v5litepod-16", "slices": 1})
+    assert run(reconcile_app) == []  # the record exists
+    kueue_admits(kube_api, jobset)
+    mark_reporting(kube_api, time.time())
+    _, version = record_state()
+
+    assert run(reconcile_app) == []  # nothing published, nothing started, nothing written
+    assert record_state()[1] == version
+    assert gke_api.request_log.count("POST", "/nodePools") == 0
+    mark_reporting(kube_api, time.time() - 61)
+    taken_over = run(reconcile_app)
+
+    assert [r.event for r in taken_over] == ["admitted", "slice_requested"]
+    assert record_state()[0]["reporting"] == 0.0

@@ -97,12 +97,34 @@ def test_each_team_gets_a_namespace_with_pod_security_and_its_queues(overlay):
             team.tpu_chips}
 
 
-def test_each_function_identity_is_bound_to_its_roles_by_its_email(overlay):
+def test_each_function_and_service_identity_is_bound_to_its_roles_by_its_email(overlay):
     objects = kustomize(overlay)
     subjects = {s["name"] for o in objects if o["kind"].endswith("Binding")
                 for s in o["subjects"]}
-    assert subjects == {identity(f, "acme-ml") for f in system.FUNCTIONS if f.kube_rules}
+    assert subjects == {identity(f, "acme-ml")
+                        for f in (*system.FUNCTIONS, *system.SERVICES) if f.kube_rules}
     assert "accelops-submit-job@acme-ml.iam.gserviceaccount.com" in subjects
+    assert "accelops-jobs-api@acme-ml.iam.gserviceaccount.com" in subjects
+
+
+def test_the_jobs_api_reads_logs_and_deletes_jobsets_in_team_namespaces_only(overlay):
+    objects = kustomize(overlay)
+    user = "accelops-jobs-api@acme-ml.iam.gserviceaccount.com"
+    bound = {(o["kind"], o["metadata"].get("namespace"), o["roleRef"]["name"])
+             for o in objects if o["kind"].endswith("Binding")
+             for s in o["subjects"] if s["name"] == user}
+    roles = {o["metadata"]["name"]: o["rules"] for o in objects
+             if o["kind"] in ("ClusterRole", "Role")}
+    team_wide = {role for kind, namespace, role in bound if kind == "RoleBinding"
+                 and namespace in ("research", "inference")}
+    cluster_wide = {role for kind, _, role in bound if kind == "ClusterRoleBinding"}
+    assert team_wide == {"accelops-jobs-api-team"}
+    assert {r for rule in roles["accelops-jobs-api-team"] for r in rule["resources"]} == {
+        "jobsets", "pods/log"}
+    cluster_verbs = {(r, v) for role in cluster_wide for rule in roles[role]
+                     for r in rule["resources"] for v in rule["verbs"]}
+    assert ("pods/log", "get") not in cluster_verbs
+    assert ("jobsets", "delete") not in cluster_verbs
 
 
 def test_rendering_for_a_state_namespace_the_base_does_not_create_is_refused(tmp_path):

@@ -13,15 +13,8 @@ from shared.config import TeamPolicy
 from shared.jobs.telemetry import JobFacts
 from shared.metrics.job_event import JobEventRecord
 from shared.names import pool_name
-from shared.slices.events import (
-    JobState,
-    SliceOperation,
-    Telemetry,
-    derive_events,
-    job_states,
-    pod_started_at,
-    running_at,
-)
+from shared.slices.events import SliceOperation, Telemetry, derive_events
+from shared.slices.lifecycle import JobState, job_states, pod_started_at, running_at
 from shared.slices.model import PoolView
 
 KEY = "research/llama-1a2b3c4d"

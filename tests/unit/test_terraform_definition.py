@@ -127,7 +127,9 @@ def test_every_service_with_a_dockerfile_is_defined_and_deployed(service: str) -
     run = resources(MODULES / "services")["google_cloud_run_v2_service.service"]
     assert run["for_each"] == "${var.services}"
     assert run["template"][0]["containers"][0]["image"] == "${var.images[each.key]}"
-    assert run["ingress"] == "${var.ingress}"
+    # Internal unless the definition opens the service (IAM still checks every caller).
+    assert run["ingress"] == \
+        '${each.value.ingress == "all" ? "INGRESS_TRAFFIC_ALL" : var.ingress}'
     ingress = blocks(MODULES / "services", "variable")["ingress"]
     assert ingress["default"] == "INGRESS_TRAFFIC_INTERNAL_ONLY"
 

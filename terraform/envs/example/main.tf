@@ -29,7 +29,15 @@ locals {
     # Empty: the code's in-cluster default, which Cloud Run cannot resolve (see
     # saxml_proxy_url).
     ACCELOPS_SAXML_PROXY = var.saxml_proxy_url == null ? "" : var.saxml_proxy_url
+    # The audiences the jobs API accepts ID tokens for: its own URL (the one
+    # `jobs_api_url` outputs; clients mint tokens for it) and any custom audience.
+    ACCELOPS_JOBS_API_AUDIENCE = join(",", concat([module.services.deterministic_urls["jobs_api"]], var.jobs_api_audiences))
   }
+
+  # Who may call each service; the jobs API's callers are its own variable.
+  service_invokers = merge(var.service_invokers, {
+    jobs_api = distinct(concat(lookup(var.service_invokers, "jobs_api", []), var.jobs_api_invokers))
+  })
 
   # A service without a tag has no image: modules/services says so at plan.
   images = {
@@ -213,7 +221,7 @@ module "services" {
   images        = local.images
   args          = var.service_args
   environment   = local.environment
-  invokers      = var.service_invokers
+  invokers      = local.service_invokers
   topic_ids     = module.pubsub.topic_ids
   dataset_id    = module.bigquery.dataset_id
   config_bucket = module.buckets.config_bucket

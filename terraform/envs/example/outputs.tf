@@ -21,8 +21,13 @@ output "function_urls" {
 }
 
 output "service_urls" {
-  description = "URL of each Cloud Run service (internal ingress, IAM-authenticated)."
+  description = "URL of each Cloud Run service (IAM-authenticated; internal ingress except the jobs API)."
   value       = module.services.urls
+}
+
+output "jobs_api_url" {
+  description = "The jobs API's URL: pass it to `accelops jobs ... --api` (or ACCELOPS_JOBS_API); ID tokens for it are minted with this URL as audience."
+  value       = module.services.deterministic_urls["jobs_api"]
 }
 
 output "topic_ids" {
@@ -121,6 +126,7 @@ output "next_steps" {
     ],
     [
       "ACCELOPS_PROJECT=${var.project_id} ACCELOPS_LOCATION=${local.cluster_location} ACCELOPS_CLUSTER=${local.cluster_name} accelops doctor --config ${module.buckets.config_uri}",
+      "ACCELOPS_JOBS_API=${module.services.deterministic_urls["jobs_api"]} accelops jobs list",
     ],
   ))
 }

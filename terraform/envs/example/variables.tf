@@ -73,6 +73,23 @@ variable "service_invokers" {
   default     = {}
 }
 
+variable "jobs_api_invokers" {
+  type        = list(string)
+  description = "IAM members allowed to call the jobs API (roles/run.invoker), e.g. [\"group:ml-researchers@example.com\", \"serviceAccount:ci@my-project.iam.gserviceaccount.com\"]. Cover every e-mail the team config's teams[*].members and jobs_api.admins name: the service maps callers to teams from those."
+  default     = []
+
+  validation {
+    condition     = !contains(var.jobs_api_invokers, "allUsers") && !contains(var.jobs_api_invokers, "allAuthenticatedUsers")
+    error_message = "The jobs API is IAM-authenticated: allUsers and allAuthenticatedUsers are refused."
+  }
+}
+
+variable "jobs_api_audiences" {
+  type        = list(string)
+  description = "ID token audiences the jobs API accepts besides its own URL (e.g. a custom audience your clients mint tokens for)."
+  default     = []
+}
+
 variable "node_service_account" {
   type        = string
   description = "Email of the service account TPU node pools run as (the team config's slices.node_service_account); reconcile_slices gets roles/iam.serviceAccountUser on it. Null when the config names none."

@@ -1,9 +1,20 @@
 /**
- * The definition's Cloud Run services (the load-test dashboard and the load
- * generator), each with its own service account and only its listed grants.
- * Reachable only from inside the project's networks (internal ingress) and only
- * by the members given in `invokers`: no allUsers.
+ * The definition's Cloud Run services (the load-test dashboard, the load
+ * generator and the jobs API), each with its own service account and only its
+ * listed grants. Callable only by the members given in `invokers` (no allUsers),
+ * and reachable only from inside the project's networks (`ingress`) unless the
+ * definition opens a service to all networks (the jobs API, which people call from
+ * their machines: Cloud Run still checks every caller's ID token against
+ * `invokers`, and the service checks it again).
  */
+
+data "google_project" "this" {
+  project_id = var.project_id
+}
+
+locals {
+  names = { for name, s in var.services : name => "${var.name_prefix}${replace(name, "_", "-")}" }
+}
 
 resource "google_service_account" "service" {
   for_each = var.services
@@ -19,9 +30,9 @@ resource "google_cloud_run_v2_service" "service" {
 
   project     = var.project_id
   location    = var.region
-  name        = "${var.name_prefix}${replace(each.key, "_", "-")}"
+  name        = local.names[each.key]
   description = each.value.description
-  ingress     = var.ingress
+  ingress     = each.value.ingress == "all" ? "INGRESS_TRAFFIC_ALL" : var.ingress
   labels      = var.labels
 
   template {

@@ -18,6 +18,7 @@ variable "services" {
     concurrency        = number
     max_instances      = number
     env                = list(string)
+    ingress            = string
     grants = list(object({
       role   = string
       scope  = string
@@ -25,7 +26,12 @@ variable "services" {
       target = string
     }))
   }))
-  description = "The definition's services: system.json `services` (port, size, environment variable names, service account id and grants)."
+  description = "The definition's services: system.json `services` (port, size, environment variable names, ingress, service account id and grants)."
+
+  validation {
+    condition     = alltrue([for s in values(var.services) : contains(["internal", "all"], s.ingress)])
+    error_message = "A service's ingress is \"internal\" or \"all\" (shared/deployment/model.py)."
+  }
 }
 
 variable "images" {
@@ -52,7 +58,7 @@ variable "name_prefix" {
 
 variable "ingress" {
   type        = string
-  description = "Ingress of the services: internal only, or internal plus an internal/external load balancer (put IAP in front of it)."
+  description = "Ingress of the services the definition keeps internal: internal only, or internal plus an internal/external load balancer (put IAP in front of it). A service whose definition says ingress \"all\" (the jobs API) is reachable from any network, IAM-authenticated."
   default     = "INGRESS_TRAFFIC_INTERNAL_ONLY"
 
   validation {
