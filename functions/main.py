@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from cloudevents.http import CloudEvent
 
 __all__ = ["deploy_model", "ingest_metrics", "pool_schedule", "reconcile_models",
-           "reconcile_slices", "submit_job"]
+           "reconcile_slices", "submit_job", "team_usage"]
 
 # A request that cannot be read as an event answers 400 with its reason, not 500.
 install(functions_framework.errorhandler, functions_framework.crash_handler, __name__)
@@ -83,3 +83,13 @@ def pool_schedule(cloud_event: CloudEvent) -> None:
     from shared.schedule.trigger import schedule_on_message
 
     handle_pubsub(cloud_event, schedule_on_message, "pool_schedule")
+
+
+@functions_framework.cloud_event
+def team_usage(cloud_event: CloudEvent) -> None:
+    """A scheduler tick → each budgeted team's chip-hours today and this week, read from
+    BigQuery and cached in a ConfigMap for submit_job's budget check."""
+    from shared.handler import handle_pubsub
+    from shared.jobs.usage import usage_on_message
+
+    handle_pubsub(cloud_event, usage_on_message, "team_usage")

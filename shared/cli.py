@@ -317,9 +317,11 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default: $ACCELOPS_JOBS_API): the API checks it, gives it a "
                              "request id when it has none, and publishes it")
     submit.set_defaults(func=cmd_jobs_submit)
+    from shared.jobs.budget_cli import add_usage_command
     from shared.jobs.cli import add_commands as add_job_commands
 
     add_job_commands(jobs)
+    add_usage_command(jobs)
 
     slices = sub.add_parser(
         "slices", help="TPU node pools: print the plan, or reconcile once",

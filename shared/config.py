@@ -152,6 +152,8 @@ class Topics(BaseModel):
     model_rollouts: str = "model-rollouts"
     # Cloud Scheduler ticks that make pool_schedule apply the off-hours schedules.
     pool_schedule: str = "pool-schedule"
+    # Cloud Scheduler ticks that make team_usage cache each team's chip-hours for budgets.
+    team_usage: str = "team-usage"
 
 
 class SliceConfig(BaseModel):

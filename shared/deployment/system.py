@@ -27,6 +27,7 @@ from shared.deployment.model import (
     StorageTrigger,
     WorkloadIdentity,
 )
+from shared.jobs.budget import USAGE_CONFIGMAP
 from shared.serving.convention import MODELS_PREFIX
 from shared.slices.record import RECORD_NAME
 
@@ -121,6 +122,10 @@ FUNCTIONS: tuple[Function, ...] = (
                      "state_namespace",
                      "the per-request lease that keeps racing deliveries from both "
                      "creating (shared/lease.py)"),
+            KubeRule("", ("configmaps",), ("get",), "state_namespace",
+                     "read the teams' cached usage for their budgets, and only that "
+                     "ConfigMap (shared/jobs/budget_gate.py)",
+                     resource_names=(USAGE_CONFIGMAP,)),
         ),
     ),
     Function(
@@ -317,6 +322,38 @@ FUNCTIONS: tuple[Function, ...] = (
         ),
         sandbox_part="serving",
     ),
+    Function(
+        name="team_usage",
+        description="A scheduler tick: each team's chip-hours today and this week, read "
+                    "from BigQuery and cached in a ConfigMap for budget checks.",
+        trigger_topic=_T.team_usage,
+        dead_letter_topic=f"{_T.team_usage}-dead-letter",
+        # Ticks come every five minutes and each recomputes everything: a failed one
+        # is caught up by the next, so few attempts and a short backoff.
+        retry=Retry(ack_deadline_seconds=60, minimum_backoff_seconds=10,
+                    maximum_backoff_seconds=60, max_delivery_attempts=5),
+        memory="512Mi", timeout_seconds=60, concurrency=1, max_instances=1,
+        env=_CLUSTER_ENV,
+        grants=(
+            Grant("roles/bigquery.dataViewer", "dataset",
+                  "read job_usage_daily (shared/jobs/usage_sql.py, shared/bigquery.py)"),
+            Grant("roles/bigquery.jobUser", "project",
+                  "run the query: BigQuery has no narrower scope for jobs"),
+            _CLUSTER_ACCESS,
+            _READ_CONFIG,
+        ),
+        kube_rules=(
+            # A create names no object RBAC could match: it cannot be narrowed to one name.
+            KubeRule("", ("configmaps",), ("create",), "state_namespace",
+                     "create the usage ConfigMap the first time (shared/jobs/usage.py)"),
+            KubeRule("", ("configmaps",), ("get", "update"), "state_namespace",
+                     "read and rewrite the usage ConfigMap, and only that one "
+                     "(shared/jobs/usage.py)", resource_names=(USAGE_CONFIGMAP,)),
+        ),
+        # It needs BigQuery as well as the cluster: the sandbox's metrics part has one,
+        # and its ticks come from the cluster's scheduler.
+        sandbox_part="metrics",
+    ),
 )
 
 SERVICES: tuple[Service, ...] = (
@@ -402,6 +439,12 @@ SCHEDULER_JOBS: tuple[SchedulerJob, ...] = (
         name="pool-schedule-every-5-minutes", schedule="*/5 * * * *", topic=_T.pool_schedule,
         description="Applies the off-hours schedules: each tick computes what every "
                     "scheduled pool should be now, so a missed tick is caught up.",
+        attributes={"trigger": "schedule"},
+    ),
+    SchedulerJob(
+        name="team-usage-every-5-minutes", schedule="*/5 * * * *", topic=_T.team_usage,
+        description="Caches each budgeted team's chip-hours (today, this week) for "
+                    "submit_job's budget check; a missed tick is caught up by the next.",
         attributes={"trigger": "schedule"},
     ),
     SchedulerJob(

@@ -29,13 +29,15 @@ request:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from shared.config import AccelopsConfig, Settings, load_config_or_retry
 from shared.errors import PermanentError
 from shared.events import PubSubMessage
+from shared.jobs.budget_gate import enforce_budget
 from shared.jobs.emit import publish_job_events
 from shared.jobs.policy import check_policy
 from shared.jobs.rejection import publish_rejection
@@ -50,6 +52,9 @@ from shared.jobs.render import (
 from shared.jobs.request import read_job_request
 from shared.jobs.telemetry import rejected_event, submitted_event
 from shared.log import get_logger
+
+if TYPE_CHECKING:
+    from shared.kube import KubeClient
 
 __all__ = ["SubmitOutcome", "Verdict", "judge", "plan_submission", "submit_message"]
 
@@ -76,9 +81,13 @@ class SubmitOutcome:
 
 def plan_submission(message: PubSubMessage, config: AccelopsConfig) -> dict[str, Any]:
     """The JobSet a message asks for; PermanentError when it must be refused."""
+    return _plan(message, config)[1]
+
+
+def _plan(message: PubSubMessage, config: AccelopsConfig) -> tuple[str, dict[str, Any]]:
     request = read_job_request(message.data)
     admission = check_policy(request, config)
-    return render_jobset(admission, request.request_id or message.message_id)
+    return request.team, render_jobset(admission, request.request_id or message.message_id)
 
 
 def submit_message(message: PubSubMessage, settings: Settings | None = None) -> SubmitOutcome:
@@ -91,9 +100,10 @@ def submit_message(message: PubSubMessage, settings: Settings | None = None) -> 
     settings = settings or Settings.from_env()
     config = load_config_or_retry(settings)
     try:
-        jobset = plan_submission(message, config)
+        team, jobset = _plan(message, config)
         outcome = _create(jobset, settings, config.slices.state_namespace,
-                          holder=message.message_id)
+                          holder=message.message_id,
+                          admit=lambda kube: enforce_budget(kube, config, team))
     except PermanentError as exc:
         publish_job_events(settings, config, [rejected_event(
             message.data, message.message_id, exc, publish_time=message.publish_time,
@@ -160,7 +170,8 @@ def judge(jobset: dict[str, Any], found: list[dict[str, Any]]) -> Verdict:
 
 # ----------------------------------------------------------------------------- act
 def _create(jobset: dict[str, Any], settings: Settings, lock_namespace: str, *,
-            holder: str) -> SubmitOutcome:
+            holder: str, admit: Callable[[KubeClient], None] = lambda kube: None,
+            ) -> SubmitOutcome:
     from shared.kube import JOBSETS, get_client
     from shared.lease import hold
 
@@ -183,6 +194,9 @@ def _create(jobset: dict[str, Any], settings: Settings, lock_namespace: str, *,
 
     if (outcome := decided()) is not None:
         return outcome
+    # Only a request that would start a job is held to its team's budget: a duplicate
+    # of one already created is acknowledged as such, whatever the team used since.
+    admit(kube)
     with hold(kube, lock_namespace, f"accelops-request-{key}", holder=holder,
               seconds=REQUEST_LOCK_SECONDS, wait=REQUEST_LOCK_WAIT_SECONDS):
         # Another delivery may have created it between the first look and the lock.
