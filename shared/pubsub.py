@@ -12,6 +12,7 @@ caller that gave up and published again could store the message twice.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from shared.clients import ClientCache
@@ -67,8 +68,9 @@ def _client() -> Any:
         return pubsub_v1.PublisherClient(
             batch_settings=pubsub_v1.types.BatchSettings(max_messages=1))
 
-    # The client finds PUBSUB_EMULATOR_HOST itself, when it is created.
-    return _publishers.get(None, build)
+    # The client finds PUBSUB_EMULATOR_HOST itself, when it is created: a process that
+    # switches endpoints (tests, one sandbox after another) needs a client per endpoint.
+    return _publishers.get(os.environ.get("PUBSUB_EMULATOR_HOST"), build)
 
 
 def warm_up() -> None:
@@ -173,7 +175,7 @@ def _subscriber() -> Any:
 
         return pubsub_v1.SubscriberClient()
 
-    return _subscribers.get(None, build)
+    return _subscribers.get(os.environ.get("PUBSUB_EMULATOR_HOST"), build)
 
 
 def _admin_call(what: str, call: Any) -> Any:

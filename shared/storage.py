@@ -67,7 +67,8 @@ def _storage_client() -> Any:
             )
         return storage.Client()
 
-    return _clients.get(None, build)
+    # Keyed by the endpoint the client was built for (tests switch endpoints).
+    return _clients.get(os.environ.get("STORAGE_EMULATOR_HOST"), build)
 
 
 def read_text(uri: str) -> str:
