@@ -35,6 +35,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from shared.metrics.sql_time import hours as _hours
+from shared.metrics.sql_time import seconds as _seconds
+from shared.metrics.sql_time import utc_days
+
 if TYPE_CHECKING:
     from shared.metrics.schema import Names
 
@@ -50,8 +54,6 @@ USAGE_COLUMNS = ("day", "team", "tpu_type", "jobs_submitted", "jobs_rejected", "
                  "provisioning_seconds_avg", "run_seconds_avg", "chip_hours_used",
                  "idle_chip_hours")
 
-_MICROS_PER_SECOND = 1_000_000
-_MICROS_PER_HOUR = 3_600_000_000
 # What a job was, from its submitted event; from any event naming it otherwise (a
 # request whose submitted event was lost, or a rejected one that never had one).
 _DESCRIPTION = ("team", "tpu_type", "jobset", "slices", "chips_per_slice")
@@ -61,14 +63,6 @@ _INSTANTS = ("submitted", "rejected", "admitted", "running", "finished")
 
 def _described(field: str) -> str:
     return f"COALESCE(MAX(IF(event = 'submitted', {field}, NULL)), MAX({field})) AS {field}"
-
-
-def _seconds(until: str, since: str) -> str:
-    return f"TIMESTAMP_DIFF({until}, {since}, MICROSECOND) / {_MICROS_PER_SECOND}"
-
-
-def _hours(until: str, since: str) -> str:
-    return f"TIMESTAMP_DIFF({until}, {since}, MICROSECOND) / {_MICROS_PER_HOUR}"
 
 
 def _open_until(end: str, start: str) -> str:
@@ -194,12 +188,7 @@ def job_usage_daily(n: Names) -> str:
     still_up AS still_open
   FROM ({_held()})
 ), days AS (
-  SELECT
-    held.*,
-    day,
-    GREATEST(from_at, TIMESTAMP(day)) AS day_from,
-    LEAST(until_at, TIMESTAMP_ADD(TIMESTAMP(day), INTERVAL 1 DAY)) AS day_until
-  FROM held, UNNEST(GENERATE_DATE_ARRAY(DATE(from_at), DATE(until_at))) AS day
+  {utc_days("held", "from_at", "until_at")}
 ), job_days AS (
   SELECT
     day, request_id, team, tpu_type,

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from shared.metrics.sql_time import hours, utc_days
+
 if TYPE_CHECKING:
     from shared.metrics.schema import Names
 
@@ -37,7 +39,6 @@ POOL_ACTIONS_UNIQUE = "pool_actions_unique"
 POOL_SAVINGS_DAILY = "pool_savings_daily"
 _POOL = "PARTITION BY project, location, cluster, pool"
 _ORDER = "ORDER BY `at`, IF(action = 'remove', 0, 1), row_key"
-_MICROS_PER_HOUR = 3_600_000_000
 
 
 def pool_savings_daily(n: Names) -> str:
@@ -63,16 +64,11 @@ def pool_savings_daily(n: Names) -> str:
   FROM paired
   WHERE action = 'remove'
 ), days AS (
-  SELECT
-    removals.*,
-    day,
-    GREATEST(removed_at, TIMESTAMP(day)) AS day_from,
-    LEAST(removed_until, TIMESTAMP_ADD(TIMESTAMP(day), INTERVAL 1 DAY)) AS day_until
-  FROM removals, UNNEST(GENERATE_DATE_ARRAY(DATE(removed_at), DATE(removed_until))) AS day
+  {utc_days("removals", "removed_at", "removed_until")}
 ), hours AS (
   SELECT
     *,
-    TIMESTAMP_DIFF(day_until, day_from, MICROSECOND) / {_MICROS_PER_HOUR} AS removed_hours
+    {hours("day_until", "day_from")} AS removed_hours
   FROM days
   WHERE day_until > day_from
 )
