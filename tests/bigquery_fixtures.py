@@ -60,7 +60,8 @@ class MetricsDataset:
 
 
 @contextlib.contextmanager
-def _environment(**values: str) -> Iterator[None]:
+def environment(**values: str) -> Iterator[None]:
+    """``os.environ`` with ``values`` set, restored afterwards."""
     saved = {name: os.environ.get(name) for name in values}
     os.environ.update(values)
     try:
@@ -87,7 +88,7 @@ def metrics_dataset(workdir: Path, config: MetricsConfig | None = None,
     config = config or fresh_dataset()
     config_path = workdir / "config.yaml"
     config_path.write_text(yaml.safe_dump({"metrics": config.model_dump()}))
-    with bigquery_emulator(workdir / "bqemulator.log") as emulator, _environment(
+    with bigquery_emulator(workdir / "bqemulator.log") as emulator, environment(
             BIGQUERY_EMULATOR_HOST=emulator.url, ACCELOPS_PROJECT=PROJECT,
             ACCELOPS_CONFIG=str(config_path)):
         bigquery.reset_client()

@@ -7,7 +7,6 @@ service would have; and the app itself. Used by the functional and OpenAPI tests
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from shared.jobs.policy import check_policy
 from shared.jobs.render import render_jobset
 from shared.jobs.request import parse_job_request
 from shared.kube import JOBSETS, NAMESPACES
-from tests.bigquery_fixtures import PROJECT, fresh_dataset
+from tests.bigquery_fixtures import PROJECT, environment, fresh_dataset
 from tests.jobs_fixtures import CONFIG, JOB_NAMESPACES
 
 AUDIENCE = "http://jobs-api.test"
@@ -116,20 +115,6 @@ def _config(directory: Path, dataset: str) -> Path:
 
 
 @contextlib.contextmanager
-def _environment(**values: str) -> Iterator[None]:
-    saved = {name: os.environ.get(name) for name in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
-
-
-@contextlib.contextmanager
 def jobs_api_world(directory: Path, bigquery_url: str) -> Iterator[JobsApiWorld]:
     """Every backend up, the environment set, the app created; all undone after."""
     from services.jobs_api import create_app
@@ -142,7 +127,7 @@ def jobs_api_world(directory: Path, bigquery_url: str) -> Iterator[JobsApiWorld]
     pubsub_api = start_pubsub(pull_wait_seconds=0.3)
     certs = serve_certs(issuer)
     try:
-        with _environment(
+        with environment(
                 KUBECONFIG=str(kube_api.write_kubeconfig(directory / "kubeconfig")),
                 PUBSUB_EMULATOR_HOST=pubsub_api.address, BIGQUERY_EMULATOR_HOST=bigquery_url,
                 ACCELOPS_CONFIG=str(config_path), ACCELOPS_PROJECT=PROJECT,
