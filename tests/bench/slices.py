@@ -42,6 +42,7 @@ from shared.config import Settings, load_config
 from shared.names import pool_name
 from shared.slices.labels import pool_labels
 from shared.slices.reconcile import reconcile
+from tests.bench.polling import wait_until
 from tests.bench.results import REPO, write_results
 from tests.slice_faults import (
     attempts_of,
@@ -204,11 +205,7 @@ def demo_requests() -> list[dict[str, Any]]:
 
 
 def _wait(condition: Any, what: str, timeout: float = 300.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.2)
+    wait_until(condition, what, timeout)
 
 
 def _all_finished(count: int) -> bool:

@@ -43,6 +43,7 @@ from sandbox.topology import FUNCTIONS, PROJECT, FunctionSpec
 from shared.config import MetricsConfig, Topics
 from shared.metrics.job_event import JOB_EVENT_KIND
 from shared.metrics.run import KIND_ATTRIBUTE
+from tests.bench.polling import wait_until
 from tests.bench.results import write_results
 
 SIZES = [int(n) for n in os.environ.get("BENCH_TELEMETRY_SIZES", "1,10,50").split(",")]
@@ -135,12 +136,7 @@ def _request(i: int) -> dict[str, Any]:
 
 
 def _wait(condition: Any, what: str, timeout: float) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (result := condition()):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(0.5)
-    return result
+    return wait_until(condition, what, timeout, interval=0.5)
 
 
 @contextmanager
