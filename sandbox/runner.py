@@ -7,7 +7,10 @@ so a test can stop one — the Kubernetes API, say — and start it again on the
 port while the rest keep running. Everything the sandbox knows lives under one state
 directory: ``state.json`` (processes, ports), ``kubeconfig``, ``config.yaml``, ``env``,
 ``logs/`` and the ID token issuer's key (``id-tokens/``). ``up`` returns once every
-endpoint answers; ``down`` stops what ``state.json`` lists.
+endpoint answers; ``down`` stops what ``state.json`` lists. The cluster is provisioned
+as a first deployment must be (:mod:`sandbox.provision`): Kueue and JobSet first, a
+bounded wait until their webhooks answer (what it waits for, and how long it took,
+is printed), then the overlay.
 """
 
 from __future__ import annotations

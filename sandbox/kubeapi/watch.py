@@ -34,7 +34,7 @@ from sandbox.kubeapi.store import ObjectStore
 
 __all__ = ["DEFAULT_TIMEOUT_SECONDS", "WatchHub", "WatchRequest"]
 
-HISTORY = 20_000
+HISTORY = 2_000  # events kept for watches that start from an older list
 DEFAULT_TIMEOUT_SECONDS = 1800  # kube-apiserver's --min-request-timeout
 _POLL_SECONDS = 0.5  # how often an idle stream checks whether to end
 
