@@ -23,7 +23,8 @@ GKE live here rather than in the HTTP layer:
   until an update removes its last finalizer. Deleting a Namespace deletes its
   contents; it stays ``Terminating`` while finalizers hold any of them;
 * namespaced objects need their Namespace (404 ``namespaces "x" not found``,
-  403 while it is terminating).
+  403 while it is terminating); a Namespace always carries the label
+  ``kubernetes.io/metadata.name`` with its name, as the real API sets it.
 
 Custom resources are stored like any other object; which of their types the API
 *serves* is decided by the CRDs stored here (:attr:`ObjectStore.types`, see
@@ -92,6 +93,7 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # what the real API uses
 _SYSTEM_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds")
 _NS = ("", "namespaces")
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
 
 class Admission(Protocol):
@@ -135,6 +137,15 @@ def _metadata(obj: Any) -> JsonObject:
     if not isinstance(meta, dict):
         raise ApiError.bad_request("metadata must be an object")
     return meta
+
+
+def _label_namespace(meta: JsonObject) -> None:
+    """What the Namespace strategy does on every write: the label naming the namespace,
+    which webhooks' namespace selectors match (``kubernetes.io/metadata.name``)."""
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    assert isinstance(labels, dict)
+    labels[NAMESPACE_NAME_LABEL] = str(meta.get("name") or "")
+    meta["labels"] = labels
 
 
 def _spec_part(obj: Mapping[str, Any]) -> JsonObject:
@@ -659,6 +670,7 @@ class ObjectStore:
             assert isinstance(status, dict)
             status.setdefault("phase", "Active")
             new["status"] = status
+            _label_namespace(meta)
         if admission is not None:
             admission.validate("CREATE", None, new)
         if (ns, name) in self._buckets.get((group, resource), {}):
@@ -772,6 +784,8 @@ class ObjectStore:
                     result_meta.pop(field, None)
             if ns:
                 result_meta["namespace"] = ns
+            if (group, resource) == _NS:
+                _label_namespace(result_meta)
             self._validate_labels(group, resource, result_meta)
             if old_meta.get("deletionTimestamp"):
                 added = set(result_meta.get("finalizers") or []) - set(

@@ -403,3 +403,28 @@ def test_a_bare_api_server_serves_no_kueue_group() -> None:
     assert "kueue.x-k8s.io" not in groups
     assert "jobset.x-k8s.io" not in groups
     assert "apps" in groups
+
+
+def deployment(name: str) -> dict[str, Any]:
+    labels = {"app": name}
+    return {"metadata": {"name": name}, "spec": {
+        "selector": {"matchLabels": labels},
+        "template": {"metadata": {"labels": labels},
+                     "spec": {"containers": [{"name": "main", "image": "busybox"}]}}}}
+
+
+def test_kueues_deployment_webhook_skips_kube_system_and_kueue_system_by_namespace_label(
+        installed: ControllersCluster) -> None:
+    apps = client.AppsV1Api(installed.api)
+    installed.namespace("kube-system")
+    team = installed.namespace("research")
+
+    apps.create_namespaced_deployment("kube-system", deployment("dns"))
+    with pytest.raises(client.ApiException) as caught:
+        apps.create_namespaced_deployment(team, deployment("triton"))
+
+    namespace = installed.core.read_namespace(team)
+    assert namespace.metadata.labels == {"kubernetes.io/metadata.name": "research"}
+    assert caught.value.status == 500
+    assert 'failed calling webhook "mdeployment.kb.io"' in json.loads(
+        caught.value.body)["message"]
