@@ -36,6 +36,7 @@ from shared.jobs.status_facts import (
     parse_time,
     read_facts,
     ready_slices,
+    restarts_line,
     short,
     true_condition,
     when,
@@ -177,9 +178,9 @@ def explain(seen: Observation) -> JobStatus:
         if failure is not None:
             parts["slice_failure"] = failure
             lines += failure_lines(failure, seen.now)
-        if facts.restarts:
-            lines.append(f"The JobSet was restarted {facts.restarts} time(s) after a failed "
-                         f"pod (failurePolicy.maxRestarts {facts.max_restarts}).")
+        restarted = restarts_line(facts)
+        if restarted:
+            lines.append(restarted)
         if state == "running":
             lines.append(f"Its log: accelops jobs logs {facts.request_id}")
     lines += list(seen.notes)

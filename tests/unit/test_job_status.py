@@ -278,3 +278,29 @@ def test_list_lines_and_status_agree_and_survive_a_json_round_trip():
     assert table[0].split()[:4] == ["REQUEST", "ID", "JOBSET", "TEAM"]
     assert table[1].split()[:4] == ["done", line.jobset, "research", "succeeded"]
     assert format_status(status).splitlines()[3] == "state       succeeded"
+
+
+def test_restarts_after_a_disrupted_host_are_told_apart_from_those_that_spent_max_restarts():
+    js = admitted(jobset("spot", slices=2), ready=2)
+    js["spec"]["failurePolicy"] = {"maxRestarts": 1}
+    js["status"].update(restarts=3, restartsCountTowardsMax=1)
+    current = pods(js, attempt=3)
+
+    status = explain(Observation(jobset=js, now=NOW, teams=TEAMS, pods=current, pools={}))
+
+    assert ("The JobSet was restarted 3 time(s): 2 after a disrupted host (Spot preemption, "
+            "maintenance or a lost node), not counted against failurePolicy.maxRestarts 1, "
+            "and 1 after a failed pod, counted.") in status.explanation
+
+
+def test_a_job_restarted_only_by_disruptions_says_its_max_restarts_are_untouched():
+    js = finished(jobset("spot-done"), restarts=1)
+    js["spec"]["failurePolicy"] = {"maxRestarts": 0}
+
+    status = explain(Observation(jobset=js, now=NOW, teams=TEAMS, pods=pods(js, attempt=1,
+                                                                           phase="Succeeded")))
+
+    assert status.state == "succeeded"
+    assert ("The JobSet was restarted 1 time(s) after a disrupted host (Spot preemption, "
+            "maintenance or a lost node), which does not count against "
+            "failurePolicy.maxRestarts 0.") in status.explanation
