@@ -280,7 +280,8 @@ FUNCTIONS: tuple[Function, ...] = (
     Function(
         name="reconcile_models",
         description="A tick or a started rollout: observe rollouts in progress, finish "
-                    "the healthy ones and roll back the failed or stuck ones.",
+                    "the healthy ones and roll back the failed or stuck ones; follow the "
+                    "model servers of serving Saxml versions and create lost ones again.",
         trigger_topic=_T.model_rollouts,
         dead_letter_topic=f"{_T.model_rollouts}-dead-letter",
         # Ticks come every minute: a failed one is superseded by the next.
@@ -315,10 +316,14 @@ FUNCTIONS: tuple[Function, ...] = (
             KubeRule("jobset.x-k8s.io", ("jobsets",), ("list", "delete"),
                      "saxml_namespace",
                      "follow Saxml model-server JobSets; delete those of a retired or "
-                     "rolled-back version (shared/serving/saxml_rollout.py)"),
+                     "rolled-back version, and a serving version's that failed "
+                     "(shared/serving/saxml_rollout.py, saxml_servers.py)"),
+            KubeRule("jobset.x-k8s.io", ("jobsets",), ("create",), "saxml_namespace",
+                     "create a serving Saxml version's model servers again when they are "
+                     "lost (shared/serving/saxml_servers.py)"),
             KubeRule("", ("pods",), ("list",), "saxml_namespace",
-                     "whether a Saxml version's model servers run "
-                     "(shared/serving/saxml_rollout.py)"),
+                     "whether a Saxml version's model servers run, their restarts and "
+                     "exits (shared/serving/saxml_rollout.py, saxml_servers.py)"),
         ),
         sandbox_part="serving",
     ),

@@ -263,7 +263,10 @@ def test_deploy_model_applies_only_in_the_serving_namespace_and_jobsets_only_for
     assert not allowed_by_definition(deploy, Probe("create", *jobsets, "serving"), config)
     assert not allowed_by_definition(deploy, Probe("delete", *jobsets, "inference"), config)
     assert allowed_by_definition(reconcile, Probe("delete", *jobsets, "inference"), config)
-    assert not allowed_by_definition(reconcile, Probe("create", *jobsets, "inference"), config)
+    # A serving Saxml version's lost model servers are created again, in their namespace only.
+    assert allowed_by_definition(reconcile, Probe("create", *jobsets, "inference"), config)
+    assert not allowed_by_definition(reconcile, Probe("create", *jobsets, "research"), config)
+    assert not allowed_by_definition(reconcile, Probe("create", *jobsets, "serving"), config)
     assert not allowed_by_definition(reconcile, Probe("delete", *deployments, "serving"),
                                      config)
     assert not allowed_by_definition(deploy, Probe("get", "", "secrets", "serving"), config)
