@@ -4,11 +4,12 @@ For an unsuspended JobSet it creates, per replicated job and replica, a Job
 ``<jobset>-<replicatedJob>-<jobIndex>`` labelled and annotated the way the real
 controller does (``jobset.sigs.k8s.io/jobset-name``, ``.../replicatedjob-name``,
 ``.../job-index``, ``.../job-global-index``, ``.../restart-attempt``,
-``.../replicatedjob-replicas``, ``.../global-replicas``, ``.../job-key``,
-``.../jobset-uid``; the ``alpha.jobset.sigs.k8s.io/exclusive-topology`` annotation
-copied), owned by the JobSet, whose pod template carries the same labels and
-``subdomain`` (a headless Service of that name is created as with
-``network.enableDNSHostnames``).
+``.../replicatedjob-replicas``, ``.../global-replicas``, ``.../job-key``; no
+``jobset-uid`` label: v0.7.2 has none (api/jobset/v1alpha2/jobset_types.go), so
+nothing may find a JobSet's pods by uid; the
+``alpha.jobset.sigs.k8s.io/exclusive-topology`` annotation copied), owned by the
+JobSet, whose pod template carries the same labels and ``subdomain`` (a headless
+Service of that name is created as with ``network.enableDNSHostnames``).
 
 A failed Job (its ``Failed`` condition) runs the ``failurePolicy``
 (:mod:`sandbox.cluster.failurepolicy`, from ``pkg/controllers/failure_policy.go``):
@@ -53,7 +54,6 @@ from sandbox.cluster.objects import (
     LABEL_JOB_INDEX,
     LABEL_JOB_KEY,
     LABEL_JOBSET_NAME,
-    LABEL_JOBSET_UID,
     LABEL_REPLICATED_JOB,
     LABEL_REPLICATED_JOB_REPLICAS,
     LABEL_RESTART_ATTEMPT,
@@ -216,7 +216,6 @@ class JobSetController:
                 name = job_name(name_of(jobset), str(rjob.get("name", "")), index)
                 marks = {
                     LABEL_JOBSET_NAME: name_of(jobset),
-                    LABEL_JOBSET_UID: uid_of(jobset),
                     LABEL_REPLICATED_JOB: str(rjob.get("name", "")),
                     LABEL_RESTART_ATTEMPT: str(restarts),
                     LABEL_REPLICATED_JOB_REPLICAS: str(replicas),

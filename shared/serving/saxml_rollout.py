@@ -156,7 +156,9 @@ def model_server_jobset(config: AccelopsConfig, rollout: Rollout,
                           f"{exc.message}", field="serving.saxml_team") from exc
     from shared.jobs.render import render_jobset
 
-    jobset = render_jobset(admission, rollout.id)
+    # Restarted in place: the Job API allows a podFailurePolicy only with Never, so the
+    # renderer leaves it out, and disruptions are failures the Job replaces a pod for.
+    jobset = render_jobset(admission, rollout.id, restart_policy="OnFailure")
     job = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]
     job["backoffLimit"] = MODEL_SERVER_BACKOFF_LIMIT
     # Job requests may not choose an identity; the model servers need one to read the
@@ -164,7 +166,6 @@ def model_server_jobset(config: AccelopsConfig, rollout: Rollout,
     pod = job["template"]["spec"]
     pod["serviceAccountName"] = config.serving.saxml_service_account
     pod["automountServiceAccountToken"] = False
-    pod["restartPolicy"] = "OnFailure"
     pod["containers"][0].setdefault("env", []).append({"name": "SAX_ROOT",
                                                         "value": sax_root})
     return jobset

@@ -98,6 +98,14 @@ def test_model_servers_restart_in_place_with_a_budget_no_crash_loop_can_spend():
     assert job["backoffLimit"] / restarts_a_year > 10_000  # years of crash-looping
 
 
+def test_model_servers_carry_no_pod_failure_policy_the_job_api_refuses_beside_on_failure():
+    rendered = model_server_jobset(CONFIG, ROLLOUT, "gs://state/sax-root")
+    job = rendered["spec"]["replicatedJobs"][0]["template"]["spec"]
+
+    assert "podFailurePolicy" not in job
+    assert "rules" not in rendered["spec"]["failurePolicy"]
+
+
 def test_a_versions_environment_reaches_its_model_servers_beside_the_cells_root():
     rendered = model_server_jobset(CONFIG, ROLLOUT, "gs://state/sax-root")
     env = rendered["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"][
