@@ -79,7 +79,7 @@ def down_plan(site: Site, namespaces: Iterable[str], *, controllers: bool = Fals
                            "a pool still provisioning cannot be deleted yet: reconcile_slices "
                            "deletes it once it is up (every minute); run "
                            "`accelops slices reconcile --cleanup-only` again to hurry it"),
-             timeout_seconds=120),
+             timeout_seconds=60 * 30 + 600),
         Step("overlay-render", "render the overlay (what up applied)",
              ("accelops", "manifests", "render", "--config", site.config, "--project",
               site.project, "--sax-bucket", Output("buckets", ("sax",)), "--out", k.overlay),

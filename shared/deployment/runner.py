@@ -140,11 +140,17 @@ class Runner:
         return "done"
 
     def _repeat(self, step: Step, argv: list[str], env: Mapping[str, str]) -> _Finished:
+        """Attempts until the output stops matching; ``timeout_seconds`` bounds them all
+        (an attempt that hangs, webhooks timing out one object after another, ends the
+        step as surely as the number of attempts does)."""
         assert step.repeat is not None
         r = step.repeat
         pattern = re.compile(r.pattern)
-        for attempt in range(1, r.attempts + 1):
-            finished = self._capture(argv, env, step.timeout_seconds)
+        deadline = time.monotonic() + step.timeout_seconds
+        attempt = 0
+        while True:
+            attempt += 1
+            finished = self._capture(argv, env, max(deadline - time.monotonic(), 1.0))
             match = pattern.search(finished.output)
             if match is None and not finished.timed_out:
                 self._indent(finished.output)
@@ -152,11 +158,12 @@ class Runner:
             line = _line_of(finished.output, match.start()) if match else "no answer"
             self._say(f"  attempt {attempt}/{r.attempts}: waiting for {r.waiting_for}: "
                       f"{line}")
-            if attempt < r.attempts:
-                time.sleep(r.interval_seconds)
+            if attempt >= r.attempts or time.monotonic() + r.interval_seconds >= deadline:
+                break
+            time.sleep(r.interval_seconds)
         hint = f" {r.hint}" if r.hint else ""
-        return _Finished(1, f"still waiting for {r.waiting_for} after {r.attempts} "
-                            f"attempts.{hint}\n{finished.output}")
+        return _Finished(1, f"still waiting for {r.waiting_for} after {attempt} attempts "
+                            f"in {step.timeout_seconds:g}s at most.{hint}\n{finished.output}")
 
     # ------------------------------------------------------------------ processes
     def _argv(self, argv: list[str]) -> list[str]:

@@ -239,7 +239,8 @@ def _kubernetes(k: Kubernetes, config: str, project: str,
                            "the controllers are Available but the API server cannot call "
                            "their webhooks: on a private cluster the control plane needs a "
                            "firewall rule to the nodes on tcp 9443, both webhooks' port"),
-             timeout_seconds=300,
+             # The attempts' 5 minutes of pauses, plus the attempts themselves.
+             timeout_seconds=k.webhook_attempts * k.webhook_interval_seconds + 300,
              note="Only webhook and CRD errors hold it; others (a namespace a dry run "
                   "cannot create) are the apply's to report."),
         Step("overlay", "apply the overlay: team namespaces, queues, RBAC, the serving "

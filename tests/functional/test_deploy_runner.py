@@ -145,7 +145,19 @@ def test_a_repeated_step_gives_up_after_its_attempts_with_its_hint(tmp_path):
                                           "open tcp 9443")),), None, "t")
     out, message = failing_run(plan, tmp_path / "state.json")
     assert "attempt 3/3" in out
-    assert "still waiting for the webhooks after 3 attempts. open tcp 9443" in message
+    assert "still waiting for the webhooks after 3 attempts in 1800s at most. open tcp 9443" \
+        in message
+
+
+def test_a_repeated_step_stops_when_its_time_is_up_whatever_attempts_are_left(tmp_path):
+    plan = Plan("up", (Step("webhooks", "webhooks", fails("failed calling webhook x", 1),
+                            repeat=Repeat("failed calling webhook", 1000, 0.2, "the webhooks"),
+                            timeout_seconds=1),), None, "t")
+    out, message = failing_run(plan, tmp_path / "state.json")
+    assert "attempt 1/1000" in out
+    assert "attempt 100/1000" not in out
+    assert "still waiting for the webhooks after " in message
+    assert "attempts in 1s at most." in message
 
 
 def test_an_error_that_is_not_the_awaited_one_ends_the_repeat(tmp_path):
