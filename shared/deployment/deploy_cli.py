@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -48,6 +49,12 @@ def _revision(root: Path) -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
+def _declares(terraform_dir: Path, kind: str, name: str) -> bool:
+    """Whether the configuration declares a top-level ``kind "name"`` block."""
+    pattern = re.compile(rf'^{kind}\s+"{re.escape(name)}"', re.MULTILINE)
+    return any(pattern.search(path.read_text("utf-8")) for path in terraform_dir.glob("*.tf"))
+
+
 def _site(args: argparse.Namespace, root: Path) -> Site:
     from shared.config import load_config
     from shared.deployment.package import archive, archive_files, digest, object_name
@@ -64,6 +71,9 @@ def _site(args: argparse.Namespace, root: Path) -> Site:
         raise ConfigError(f"{terraform_dir} holds no Terraform configuration (main.tf)")
     work = Path(args.work_dir or root / ".deploy" / args.project).resolve()
     data = archive(archive_files(root))
+    # A configuration that builds the archive itself has no such variable: then the
+    # source steps and the -var are left out.
+    uploads_source = _declares(terraform_dir, "variable", "function_source_object")
     name = object_name(data)
     return Site(
         project=args.project, config=_shown(config, root),
@@ -74,8 +84,10 @@ def _site(args: argparse.Namespace, root: Path) -> Site:
         state_location=args.state_location,
         kubernetes=Kubernetes(_shown(work / "kubeconfig", root), _shown(work / "overlay", root),
                               controllers_timeout_seconds=args.controllers_timeout),
-        source_object=name, source_archive=_shown(work / Path(name).name, root),
-        source_digest=digest(data), builder=getattr(args, "builder", "cloudbuild"),
+        source_object=name if uploads_source else None,
+        source_archive=_shown(work / Path(name).name, root) if uploads_source else None,
+        source_digest=digest(data) if uploads_source else None,
+        builder=getattr(args, "builder", "cloudbuild"),
         revision=_revision(root), auto_approve=args.auto_approve)
 
 

@@ -110,6 +110,9 @@ def terraform_dir(tmp_path) -> Path:
     directory = tmp_path / "envs" / "acme"
     directory.mkdir(parents=True)
     (directory / "main.tf").write_text("# applied by the stand-in terraform\n")
+    # As terraform/envs/example declares it today: the archive is uploaded before apply.
+    (directory / "variables.tf").write_text('variable "function_source_object" {\n'
+                                            '  type = string\n}\n')
     (directory / "terraform.tfvars").write_text('project_id = "acme-ml"\n')
     return directory
 
@@ -206,3 +209,13 @@ def test_up_needs_a_filled_in_tfvars_next_to_the_terraform(tmp_path, google, ter
     (terraform_dir / "terraform.tfvars").unlink()
     assert deploy(tmp_path, terraform_dir) == 1
     assert "terraform.tfvars: copy terraform.tfvars.example" in capsys.readouterr().err
+
+
+def test_a_terraform_that_builds_the_source_archive_itself_gets_no_source_steps(
+        tmp_path, google, terraform_dir, capsys):
+    (terraform_dir / "variables.tf").unlink()
+    assert deploy(tmp_path, terraform_dir, "--plan") == 0
+    out = capsys.readouterr().out
+    assert out.startswith("# accelops deploy up: 17 steps")
+    assert "source-archive" not in out
+    assert "function_source_object" not in out
