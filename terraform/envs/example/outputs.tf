@@ -96,6 +96,11 @@ output "image_repository" {
   value       = module.artifact_registry.url
 }
 
+output "images" {
+  description = "The image each Cloud Run service runs, by service (<image_repository>/<service>:<image_tags[service]>): what `accelops deploy up` builds and pushes before the full apply."
+  value       = local.images
+}
+
 output "dataset_id" {
   description = "The metrics dataset."
   value       = module.bigquery.dataset_id
@@ -111,11 +116,20 @@ output "cluster" {
 }
 
 output "next_steps" {
-  description = "Commands to finish the deployment: the Kubernetes side, the definition's retry policy on Eventarc's subscriptions, then a check from outside."
+  description = "What finishes a deployment applied by hand, from the repository root: `accelops deploy up --from credentials` runs it (waiting where it must), or the commands themselves in order: cluster credentials, the controllers and the wait for them and their webhooks, the overlay, the definition's retry policy on Eventarc's subscriptions, a check from outside."
   value = join("\n", concat(
     [
+      "# From the repository root. All of it, in order: accelops deploy up --config ${local.next_config} --project ${var.project_id} --from credentials",
       "gcloud container clusters get-credentials ${local.cluster_name} --location ${local.cluster_location} --project ${var.project_id}",
-      "accelops manifests render --config ${coalesce(var.config_file, "${path.module}/accelops.yaml")} --project ${var.project_id} --sax-bucket ${module.buckets.sax_bucket} --out overlay",
+      # Kueue's and JobSet's admission webhooks are failurePolicy: Fail: until their
+      # controllers run, every ClusterQueue, ResourceFlavor and JobSet is refused.
+      "kubectl apply --server-side -k manifests/controllers",
+      "kubectl wait --for=condition=Available --timeout=300s deployment/kueue-controller-manager -n kueue-system",
+      "kubectl wait --for=condition=Available --timeout=300s deployment/jobset-controller-manager -n jobset-system",
+      "accelops manifests render --config ${local.next_config} --project ${var.project_id} --sax-bucket ${module.buckets.sax_bucket} --out overlay",
+      # Available is not enough: the webhooks answer once their endpoints and
+      # certificates are in place (a server-side dry run shows it).
+      "for attempt in $(seq 60); do if ! kubectl apply --server-side --dry-run=server -k overlay 2>&1 | grep -Eq '${local.webhooks_not_ready}'; then break; fi; sleep 5; done",
       "kubectl apply --server-side -k overlay",
     ],
     # Eventarc creates its subscriptions with its own retry defaults and no dead
@@ -129,4 +143,12 @@ output "next_steps" {
       "ACCELOPS_JOBS_API=${module.services.deterministic_urls["jobs_api"]} accelops jobs list",
     ],
   ))
+}
+
+locals {
+  # next_steps' commands run from the repository root: the config by its full path.
+  next_config = abspath(coalesce(var.config_file, "${path.module}/accelops.yaml"))
+  # What the API server and kubectl say while the controllers cannot admit yet
+  # (shared/deployment/up.py WEBHOOKS_NOT_READY; a test keeps the two equal).
+  webhooks_not_ready = "failed calling webhook|no endpoints available for service|ensure CRDs are installed first"
 }
