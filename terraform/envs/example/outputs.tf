@@ -46,13 +46,14 @@ output "dead_letter_subscription_ids" {
 }
 
 output "service_account_emails" {
-  description = "Service account email of every function and service, of the model servers' workload identities, and of the Pub/Sub push and Eventarc identities (the Kubernetes RBAC bindings of `accelops manifests render` name the functions' accounts)."
+  description = "Service account email of every function and service, of the model servers' workload identities, and of the Pub/Sub push, Eventarc and function build identities (the Kubernetes RBAC bindings of `accelops manifests render` name the functions' accounts)."
   value = merge(
     module.functions.service_account_emails,
     module.services.service_account_emails,
     module.workload_identity.emails,
     { push_invoker = module.pubsub.push_invoker_email },
     { eventarc_invoker = module.storage_events.eventarc_invoker_email },
+    { function_build = module.function_build.service_account_email },
   )
 }
 
@@ -107,11 +108,20 @@ output "dataset_id" {
 }
 
 output "cluster" {
-  description = "The cluster accelops acts on (ACCELOPS_CLUSTER, ACCELOPS_LOCATION) and, when created here, its node service account."
+  description = "The cluster accelops acts on (ACCELOPS_CLUSTER, ACCELOPS_LOCATION), the service account TPU node pools run as (the team config's slices.node_service_account) and, when created here, the cluster's own node service account."
   value = {
     name                 = local.cluster_name
     location             = local.cluster_location
-    node_service_account = var.create_cluster ? module.gke[0].node_service_account_email : null
+    node_service_account = module.cluster_scope.node_service_account
+    created_node_account = var.create_cluster ? module.gke[0].node_service_account_email : null
+  }
+}
+
+output "function_source" {
+  description = "The functions' source archive Terraform built from this repository: its object in the function source bucket (functions/<sha256>.zip) and the files it holds."
+  value = {
+    object = module.function_source.object
+    files  = module.function_source.files
   }
 }
 
