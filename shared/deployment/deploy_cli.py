@@ -1,18 +1,17 @@
-"""``accelops deploy up|down|package``: gather what the plan needs (paths, the source
-archive's hash, the commit), print the plan or run it.
+"""``accelops deploy up|down``: gather what the plan needs (paths, the commit), print
+the plan or run it.
 
 The order and the commands are ``shared/deployment/up.py``'s; running them is
 ``shared/deployment/runner.py``'s. Progress is kept in ``--work-dir`` (default
 ``.deploy/<project>/`` in the repository): ``up.json``/``down.json`` (completed
-steps), ``kubeconfig`` (this deployment's cluster credentials), ``overlay/`` (the
-rendered manifests) and the source archive.
+steps), ``kubeconfig`` (this deployment's cluster credentials) and ``overlay/`` (the
+rendered manifests).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -49,16 +48,8 @@ def _revision(root: Path) -> str:
     return done.stdout.strip() if done.returncode == 0 else ""
 
 
-def _declares(terraform_dir: Path, kind: str, name: str) -> bool:
-    """Whether the configuration declares a top-level ``kind "name"`` block."""
-    pattern = re.compile(rf'^{kind}\s+"{re.escape(name)}"', re.MULTILINE)
-    return any(pattern.search(path.read_text("utf-8")) for path in terraform_dir.glob("*.tf"))
-
-
 def _site(args: argparse.Namespace, root: Path) -> Site:
     from shared.config import load_config
-    from shared.deployment.package import archive, archive_files, digest, object_name
-
     if not args.config or not args.project:
         raise ConfigError(f"deploy {args.deploy_command} needs --config and --project"
                           + (" (or --sandbox STATE_DIR)" if args.deploy_command == "up" else ""))
@@ -70,11 +61,6 @@ def _site(args: argparse.Namespace, root: Path) -> Site:
     if not (terraform_dir / "main.tf").is_file():
         raise ConfigError(f"{terraform_dir} holds no Terraform configuration (main.tf)")
     work = Path(args.work_dir or root / ".deploy" / args.project).resolve()
-    data = archive(archive_files(root))
-    # A configuration that builds the archive itself has no such variable: then the
-    # source steps and the -var are left out.
-    uploads_source = _declares(terraform_dir, "variable", "function_source_object")
-    name = object_name(data)
     return Site(
         project=args.project, config=_shown(config, root),
         # Terraform reads the file relative to its own directory (-chdir).
@@ -84,9 +70,6 @@ def _site(args: argparse.Namespace, root: Path) -> Site:
         state_location=args.state_location,
         kubernetes=Kubernetes(_shown(work / "kubeconfig", root), _shown(work / "overlay", root),
                               controllers_timeout_seconds=args.controllers_timeout),
-        source_object=name if uploads_source else None,
-        source_archive=_shown(work / Path(name).name, root) if uploads_source else None,
-        source_digest=digest(data) if uploads_source else None,
         builder=getattr(args, "builder", "cloudbuild"),
         revision=_revision(root), auto_approve=args.auto_approve)
 
@@ -174,22 +157,6 @@ def cmd_down(args: argparse.Namespace) -> int:
     return _run(args, plan, root / site.work_dir, "up")
 
 
-def cmd_package(args: argparse.Namespace) -> int:
-    from shared.deployment.package import archive, archive_files, digest, object_name
-
-    files = archive_files(_root())
-    data = archive(files)
-    if args.digest and args.digest != digest(data):
-        raise ConfigError(f"the functions' source changed since the plan was made (archive "
-                          f"{digest(data)}, the plan uploads {args.digest}): run the deploy "
-                          "command again")
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_bytes(data)
-    print(f"wrote {out}: {len(files)} files, {len(data)} bytes; upload as {object_name(data)}")
-    return 0
-
-
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", help="the team config YAML (uploaded as ACCELOPS_CONFIG)")
     parser.add_argument("--project", help="the Google Cloud project")
@@ -201,8 +168,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         help="forget the recorded progress; start at the first step")
     parser.add_argument("--terraform-dir",
                         help="the Terraform configuration (default: terraform/envs/example)")
-    parser.add_argument("--work-dir", help="progress, kubeconfig, overlay and source "
-                                           "archive (default: .deploy/PROJECT)")
+    parser.add_argument("--work-dir", help="progress, kubeconfig and overlay "
+                                           "(default: .deploy/PROJECT)")
     parser.add_argument("--state-bucket",
                         help="bucket of Terraform's state (default: PROJECT-tfstate; "
                              "created by up when missing)")
@@ -236,8 +203,3 @@ def add_deploy_commands(deploy: argparse._SubParsersAction[argparse.ArgumentPars
     down.add_argument("--controllers", action="store_true",
                       help="also delete the Kueue and JobSet controllers and their CRDs")
     down.set_defaults(func=cmd_down)
-
-    package = deploy.add_parser("package", help="build the functions' source archive")
-    package.add_argument("--out", required=True, help="where to write the zip")
-    package.add_argument("--digest", help="refuse unless the archive's hash is this one")
-    package.set_defaults(func=cmd_package)

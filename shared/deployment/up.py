@@ -5,23 +5,24 @@ bucket that does not exist yet, and nothing is applied before the controllers th
 admit it answer:
 
 1. Terraform's state bucket (created when missing), ``terraform init``, and a first
-   targeted apply of what later steps push into: the project's APIs, the Artifact
-   Registry repository and the buckets (Terraform updates the outputs that depend only
-   on targeted resources, so ``images`` and ``buckets`` are readable after it);
+   targeted apply of what later steps push into: the project's APIs and service agents
+   (``module.project_services``), the Artifact Registry repository and the buckets
+   (Terraform updates the outputs that depend only on targeted resources, so ``images``
+   and ``buckets`` are readable after it);
 2. the service images, built from ``services/<name>/Dockerfile`` by Cloud Build
    (``services/cloudbuild.yaml``; Cloud Shell and CI runners rarely have Docker) or by a
    local Docker; an image already pushed is kept (tags are immutable);
-3. the functions' source archive, uploaded under its content hash;
-4. the full ``terraform apply``;
-5. cluster credentials, in a kubeconfig of this deployment's own (``--work-dir``), so
+3. the full ``terraform apply``, which also builds the functions' source archive from
+   the repository and uploads it under its content hash (``modules/function_source``);
+4. cluster credentials, in a kubeconfig of this deployment's own (``--work-dir``), so
    a resumed run never acts on whatever cluster kubectl's current context names;
-6. the Kueue and JobSet controllers, then a wait until their Deployments are
+5. the Kueue and JobSet controllers, then a wait until their Deployments are
    Available and until their admission webhooks answer: both are ``failurePolicy:
    Fail``, so until then every ClusterQueue, ResourceFlavor or JobSet is refused with
    "failed calling webhook" (a server-side dry run of the overlay, repeated);
-7. the rendered overlay, applied;
-8. the definition's retry policy on the subscriptions Eventarc creates;
-9. ``accelops doctor``.
+6. the rendered overlay, applied;
+7. the definition's retry policy on the subscriptions Eventarc creates;
+8. ``accelops doctor``.
 
 ``shared/deployment/down.py`` undoes it.
 
@@ -80,11 +81,6 @@ class Site:
     state_bucket: str
     state_location: str
     kubernetes: Kubernetes
-    # The functions' source archive (object name under the function source bucket,
-    # local path it is built at); None when Terraform builds the archive itself.
-    source_object: str | None = None
-    source_archive: str | None = None
-    source_digest: str | None = None
     builder: Literal["cloudbuild", "docker"] = "cloudbuild"
     revision: str = ""
     auto_approve: bool = False
@@ -102,10 +98,7 @@ def terraform(site: Site, *args: str) -> tuple[str, ...]:
 def terraform_vars(site: Site) -> tuple[str, ...]:
     """The values every apply and destroy passes, so the command line, not a stale
     terraform.tfvars, says which project and config are deployed."""
-    found = [f"-var=project_id={site.project}", f"-var=config_file={site.terraform_config}"]
-    if site.source_object is not None:
-        found.append(f"-var=function_source_object={site.source_object}")
-    return tuple(found)
+    return (f"-var=project_id={site.project}", f"-var=config_file={site.terraform_config}")
 
 
 def approval(site: Site) -> tuple[str, ...]:
@@ -143,10 +136,10 @@ def init_step(site: Site) -> Step:
 
 
 def _foundation(site: Site) -> Step:
-    targets = ("-target=google_project_service.api", "-target=module.artifact_registry",
+    targets = ("-target=module.project_services", "-target=module.artifact_registry",
                "-target=module.buckets")
-    return Step("foundation", "the APIs, the image repository and the buckets: what the "
-                "next steps push into (a targeted apply)",
+    return Step("foundation", "the APIs and service agents, the image repository and the "
+                "buckets: what the next steps push into (a targeted apply)",
                 terraform(site, "apply", *approval(site), *targets, *terraform_vars(site)),
                 timeout_seconds=3600)
 
@@ -183,24 +176,6 @@ def _images(site: Site) -> list[Step]:
             Step(f"push-{service.name}", f"push the {service.name} image",
                  ("docker", "push", image), skip=pushed, timeout_seconds=1800)]
     return steps
-
-
-def _source(site: Site) -> list[Step]:
-    """The functions' source archive: drop these two steps (and ``source_object``)
-    once Terraform builds and uploads the archive itself."""
-    if site.source_object is None or site.source_archive is None:
-        return []
-    target = Join(("gs://", Output("buckets", ("function_source",)), f"/{site.source_object}"))
-    return [
-        Step("source-archive", "the functions' source archive (main.py, shared/, "
-             "requirements.txt), named by its content",
-             ("accelops", "deploy", "package", "--out", site.source_archive,
-              "--digest", site.source_digest or ""), timeout_seconds=300),
-        # The name is the content's hash: an object already there is this archive.
-        Step("source-upload", "upload it to the function source bucket",
-             ("gcloud", "storage", "cp", "--no-clobber", site.source_archive, target),
-             timeout_seconds=900),
-    ]
 
 
 def credentials_step(site: Site) -> Step:
@@ -282,9 +257,9 @@ def up_plan(site: Site) -> Plan:
         *_state_steps(site),
         _foundation(site),
         *_images(site),
-        *_source(site),
-        Step("apply", "everything else: functions, topics, subscriptions, services, "
-             "scheduler, BigQuery, identities, the cluster when created here",
+        Step("apply", "everything else: functions (their source archive built from the "
+             "repository and uploaded), topics, subscriptions, services, scheduler, "
+             "BigQuery, identities, the cluster when created here",
              terraform(site, "apply", *approval(site), *terraform_vars(site)),
              timeout_seconds=5400),
         credentials_step(site),

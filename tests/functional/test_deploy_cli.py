@@ -4,9 +4,8 @@ deployment in order, stopping at a failure and resuming there.
 `gcloud` and `terraform` are small stand-in scripts at the process boundary (first on
 PATH): they record their arguments and answer as the real tools do for the calls the
 plan makes, because nothing here can reach Google Cloud or download the google
-provider. Everything else is real: the plan, the runner, the state file, the source
-archive built by `accelops deploy package`. The Kubernetes half runs for real against
-the sandbox in tests/e2e/test_deploy_up_sandbox.py.
+provider. Everything else is real: the plan, the runner, the state file. The Kubernetes
+half runs for real against the sandbox in tests/e2e/test_deploy_up_sandbox.py.
 """
 
 from __future__ import annotations
@@ -110,9 +109,6 @@ def terraform_dir(tmp_path) -> Path:
     directory = tmp_path / "envs" / "acme"
     directory.mkdir(parents=True)
     (directory / "main.tf").write_text("# applied by the stand-in terraform\n")
-    # As terraform/envs/example declares it today: the archive is uploaded before apply.
-    (directory / "variables.tf").write_text('variable "function_source_object" {\n'
-                                            '  type = string\n}\n')
     (directory / "terraform.tfvars").write_text('project_id = "acme-ml"\n')
     return directory
 
@@ -133,7 +129,6 @@ def test_a_first_deployment_runs_the_google_side_in_order_and_stops_where_it_fai
 
     tf = f"terraform -chdir={terraform_dir}"
     made = [c for c in calls(google) if "output -json" not in c]
-    archive = next((tmp_path / "work").glob("accelops-*.zip"))
     images = [f"{REPOSITORY}/{s.name}:0.1.0" for s in system.SERVICES]
     assert made[:5] == [
         f"gcloud storage buckets describe gs://{PROJECT}-tfstate --project={PROJECT}",
@@ -141,10 +136,9 @@ def test_a_first_deployment_runs_the_google_side_in_order_and_stops_where_it_fai
         "--location=US --uniform-bucket-level-access --public-access-prevention",
         f"gcloud storage buckets update gs://{PROJECT}-tfstate --versioning",
         f"{tf} init -input=false -backend-config=bucket={PROJECT}-tfstate",
-        f"{tf} apply -input=false -auto-approve -target=google_project_service.api "
+        f"{tf} apply -input=false -auto-approve -target=module.project_services "
         "-target=module.artifact_registry -target=module.buckets "
-        f"-var=project_id={PROJECT} -var=config_file={os.path.relpath(CONFIG, terraform_dir)} "
-        f"-var=function_source_object=functions/{archive.name}",
+        f"-var=project_id={PROJECT} -var=config_file={os.path.relpath(CONFIG, terraform_dir)}",
     ]
     for index, (service, image) in enumerate(zip(system.SERVICES, images, strict=True)):
         describe, build = made[5 + 2 * index], made[6 + 2 * index]
@@ -154,17 +148,15 @@ def test_a_first_deployment_runs_the_google_side_in_order_and_stops_where_it_fai
                                 f"_SERVICE={service.name},_REVISION=")
         assert build.endswith(f",_IMAGE={image} .")
     rest = made[5 + 2 * len(images):]
-    assert rest[0] == (f"gcloud storage cp --no-clobber {archive} "
-                       f"gs://acme-ml-accelops-function-source/functions/{archive.name}")
-    assert rest[1].startswith(f"{tf} apply -input=false -auto-approve -var=project_id=")
-    assert rest[2] == ("gcloud container clusters get-credentials tpu-cluster --location "
+    assert rest[0].startswith(f"{tf} apply -input=false -auto-approve -var=project_id=")
+    assert rest[1] == ("gcloud container clusters get-credentials tpu-cluster --location "
                        f"us-central1-a --project={PROJECT}")
-    assert len(rest) == 3
+    assert len(rest) == 2
 
     out, err = capsys.readouterr()
-    assert "[11/19] credentials:" in out
+    assert "[9/17] credentials:" in out
     assert "Not found: projects/acme-ml" in out
-    assert "deploy up stopped at step 11/19 credentials: it exited 1." in err
+    assert "deploy up stopped at step 9/17 credentials: it exited 1." in err
     assert "again: it resumes at credentials" in err
 
 
@@ -176,7 +168,7 @@ def test_running_it_again_resumes_at_the_failed_step(tmp_path, google, terraform
     again = [c for c in calls(google)[before:] if "output -json" not in c]
     assert again == ["gcloud container clusters get-credentials tpu-cluster --location "
                      f"us-central1-a --project={PROJECT}"]
-    assert "resuming at step 11/19 credentials" in capsys.readouterr().out
+    assert "resuming at step 9/17 credentials" in capsys.readouterr().out
 
 
 def test_images_already_pushed_are_not_built_again(tmp_path, google, terraform_dir):
@@ -190,8 +182,8 @@ def test_the_plan_is_printed_without_running_anything(tmp_path, google, terrafor
                                                       capsys):
     assert deploy(tmp_path, terraform_dir, "--plan") == 0
     out = capsys.readouterr().out
-    assert out.startswith("# accelops deploy up: 19 steps (project acme-ml, config ")
-    assert "\n# [19/19] doctor: check the deployment from outside\n" in out
+    assert out.startswith("# accelops deploy up: 17 steps (project acme-ml, config ")
+    assert "\n# [17/17] doctor: check the deployment from outside\n" in out
     assert not (google / "log").exists()
 
 
@@ -209,13 +201,3 @@ def test_up_needs_a_filled_in_tfvars_next_to_the_terraform(tmp_path, google, ter
     (terraform_dir / "terraform.tfvars").unlink()
     assert deploy(tmp_path, terraform_dir) == 1
     assert "terraform.tfvars: copy terraform.tfvars.example" in capsys.readouterr().err
-
-
-def test_a_terraform_that_builds_the_source_archive_itself_gets_no_source_steps(
-        tmp_path, google, terraform_dir, capsys):
-    (terraform_dir / "variables.tf").unlink()
-    assert deploy(tmp_path, terraform_dir, "--plan") == 0
-    out = capsys.readouterr().out
-    assert out.startswith("# accelops deploy up: 17 steps")
-    assert "source-archive" not in out
-    assert "function_source_object" not in out

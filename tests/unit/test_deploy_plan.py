@@ -25,16 +25,14 @@ from shared.deployment.up import (
     up_plan,
 )
 from shared.errors import ConfigError
-from tests.unit.test_terraform_modules import EXAMPLE, blocks, load, resources
+from tests.unit.test_terraform_modules import EXAMPLE, blocks, load
 
 K8S = Kubernetes(".deploy/acme-ml/kubeconfig", ".deploy/acme-ml/overlay")
 SITE = Site(
     project="acme-ml", config="terraform/envs/example/accelops.yaml",
     terraform_config="accelops.yaml", terraform_dir="terraform/envs/example",
     work_dir=".deploy/acme-ml", state_bucket="acme-ml-tfstate", state_location="US",
-    kubernetes=K8S, source_object="functions/accelops-0123456789abcdef.zip",
-    source_archive=".deploy/acme-ml/accelops-0123456789abcdef.zip",
-    source_digest="0123456789abcdef", revision="89015a3", auto_approve=True)
+    kubernetes=K8S, revision="89015a3", auto_approve=True)
 NAMESPACES = ["research", "open-team", "research"]
 
 # What kube-apiserver answers while a webhook's pod is not ready (failurePolicy: Fail),
@@ -67,9 +65,8 @@ def words(s: Step) -> list[str]:
 def test_nothing_is_pushed_into_a_repository_or_bucket_before_the_apply_that_creates_it():
     order = names(up_plan(SITE))
     assert order[:4] == ["state-bucket", "state-versioning", "init", "foundation"]
-    pushes = [n for n in order if n.startswith(("image-", "source-"))]
-    assert [f"image-{s.name}" for s in system.SERVICES] == [
-        n for n in pushes if n.startswith("image-")]
+    pushes = [n for n in order if n.startswith("image-")]
+    assert [f"image-{s.name}" for s in system.SERVICES] == pushes
     assert all(order.index("foundation") < order.index(n) < order.index("apply")
                for n in pushes)
 
@@ -77,12 +74,11 @@ def test_nothing_is_pushed_into_a_repository_or_bucket_before_the_apply_that_cre
 def test_the_first_apply_targets_the_apis_the_image_repository_and_the_buckets():
     foundation = words(step(up_plan(SITE), "foundation"))
     targets = {w.removeprefix("-target=") for w in foundation if w.startswith("-target=")}
-    assert targets == {"google_project_service.api", "module.artifact_registry",
+    assert targets == {"module.project_services", "module.artifact_registry",
                        "module.buckets"}
     # ... which are the names the example composes them under.
     modules = blocks(EXAMPLE, "module")
-    assert {"artifact_registry", "buckets"} <= modules.keys()
-    assert "google_project_service.api" in resources(EXAMPLE)
+    assert {"project_services", "artifact_registry", "buckets"} <= modules.keys()
 
 
 def test_every_terraform_output_a_step_reads_is_declared_with_those_keys():
@@ -143,10 +139,9 @@ def test_a_local_docker_logs_in_to_the_registry_then_builds_and_pushes_each_imag
         assert names(plan).index(build.name) + 1 == names(plan).index(push.name)
 
 
-def test_every_apply_and_destroy_names_the_project_config_and_source_archive():
+def test_every_apply_and_destroy_names_the_project_and_config():
     up, down = up_plan(SITE), down_plan(SITE, NAMESPACES)
-    expected = {"-var=project_id=acme-ml", "-var=config_file=accelops.yaml",
-                "-var=function_source_object=functions/accelops-0123456789abcdef.zip"}
+    expected = {"-var=project_id=acme-ml", "-var=config_file=accelops.yaml"}
     for s in (step(up, "foundation"), step(up, "apply"), step(down, "unprotect"),
               step(down, "destroy")):
         assert s.argv[:2] == ("terraform", "-chdir=terraform/envs/example")
@@ -164,21 +159,11 @@ def test_without_auto_approve_terraform_asks_before_it_applies_or_destroys():
         assert "-input=false" not in s.argv, s.name
 
 
-def test_when_terraform_builds_the_source_archive_the_source_steps_are_gone():
-    plan = up_plan(replace(SITE, source_object=None, source_archive=None, source_digest=None))
-    assert not [n for n in names(plan) if n.startswith("source-")]
-    assert not [w for s in plan.steps for w in words(s)
-                if w.startswith("-var=function_source_object")]
-
-
-def test_the_source_archive_is_built_by_this_accelops_and_uploaded_under_its_hash():
+def test_the_functions_source_is_built_by_terraform_in_the_full_apply_not_by_a_step():
     plan = up_plan(SITE)
-    assert step(plan, "source-archive").argv == (
-        "accelops", "deploy", "package", "--out", SITE.source_archive, "--digest",
-        "0123456789abcdef")
-    upload = step(plan, "source-upload")
-    assert upload.argv[-1] == Join(("gs://", Output("buckets", ("function_source",)),
-                                    "/functions/accelops-0123456789abcdef.zip"))
+    assert not [n for n in names(plan) if n.startswith("source-")]
+    # modules/function_source builds the archive from the repository at plan time.
+    assert "function_source" in blocks(EXAMPLE, "module")
 
 
 def test_the_controllers_are_available_and_their_webhooks_answer_before_the_overlay():
@@ -308,9 +293,6 @@ def test_the_printed_plan_reads_outputs_the_way_a_person_would():
     text = script(up_plan(replace(SITE, builder="docker")))
     assert ('gcloud auth configure-docker "$(terraform -chdir=terraform/envs/example output '
             '-raw image_repository | cut -d/ -f1)" --quiet') in text
-    assert ("gs://\"$(terraform -chdir=terraform/envs/example output -json buckets | jq -r "
-            "'.function_source')\"/functions/accelops-0123456789abcdef.zip") in script(
-                up_plan(SITE))
     # A key that is not an identifier is quoted for jq.
     assert """output -json topic_ids | jq -r '.["model-uploads-dead-letter"]'""" in script(
         up_plan(SITE))
@@ -328,10 +310,8 @@ def test_a_rerun_starts_at_the_first_step_not_recorded_as_completed():
 def test_a_step_that_would_run_something_else_now_runs_again():
     before = up_plan(SITE)
     done = {s.name: fingerprint(s) for s in before.steps}
-    changed = up_plan(replace(SITE, source_object="functions/accelops-fedcba9876543210.zip",
-                              source_archive=".deploy/acme-ml/accelops-fedcba9876543210.zip",
-                              source_digest="fedcba9876543210"))
-    # The foundation apply passes the new object name, so the run resumes there.
+    changed = up_plan(replace(SITE, terraform_config="other-teams.yaml"))
+    # The foundation apply passes the other config file, so the run resumes there.
     assert names(changed)[start_index(changed, done)] == "foundation"
 
 
