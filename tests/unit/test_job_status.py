@@ -125,6 +125,50 @@ def test_under_strict_fifo_a_job_is_told_it_waits_for_those_ahead():
                for line in status.explanation)
 
 
+def test_a_preempted_job_is_queued_again_and_says_it_was_preempted_in_kueues_words():
+    js = jobset("bumped", slices=2)
+    text = ("Preempted to accommodate a workload (UID: uid-urgent) due to prioritization "
+            "in the ClusterQueue")
+    wl = workload(js, message=PENDING)
+    wl["status"]["conditions"] += [
+        {"type": "Evicted", "status": "True", "reason": "Preempted", "message": text},
+        {"type": "Preempted", "status": "True", "reason": "InClusterQueue", "message": text},
+        {"type": "Requeued", "status": "True", "reason": "Preempted", "message": text}]
+
+    status = queued(js, wl, [wl])
+
+    assert status.state == "queued"
+    assert status.queue is not None
+    assert status.queue.preempted == text
+    assert any(line.startswith(f"Preempted: {text}. Kueue evicted it for a job of higher "
+                               "priority") for line in status.explanation)
+    assert status.summary.startswith("queued again after being preempted: couldn't assign")
+
+
+def test_a_job_admitted_again_after_a_preemption_is_no_longer_said_to_be_preempted():
+    js = jobset("back", slices=2)
+    wl = workload(js, message=PENDING)
+    wl["status"]["conditions"].append({
+        "type": "Preempted", "status": "False", "reason": "QuotaReserved",
+        "message": "Previously: Preempted to accommodate a workload (UID: u) due to "
+                   "prioritization in the ClusterQueue"})
+
+    status = queued(js, wl, [wl])
+
+    assert status.queue is not None
+    assert status.queue.preempted is None
+    assert not any(line.startswith("Preempted:") for line in status.explanation)
+
+
+def test_a_job_kueue_made_no_workload_for_names_the_priority_class_it_needs():
+    js = jobset("no-class")
+
+    status = queued(js, None, [])
+
+    assert any("unless the WorkloadPriorityClass medium its kueue.x-k8s.io/priority-class "
+               "label names does not exist" in line for line in status.explanation)
+
+
 def test_a_missing_local_queue_is_explained_as_a_setup_problem():
     js = jobset("lost")
 

@@ -99,6 +99,23 @@ def test_each_team_gets_a_namespace_with_pod_security_and_its_queues(overlay):
             team.tpu_chips}
 
 
+def test_each_team_queue_admits_its_own_namespace_and_preempts_lower_priorities(overlay):
+    objects = kustomize(overlay)
+    config = load_config(str(SANDBOX_CONFIG))
+    queues = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ClusterQueue"}
+    namespaces = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Namespace"}
+    for name, team in config.teams.items():
+        spec = queues[f"{name}-cluster-queue"]["spec"]
+        # The CRD defaults withinClusterQueue to Never, under which nothing preempts.
+        assert spec["preemption"] == {"withinClusterQueue": "LowerPriority"}
+        selected = spec["namespaceSelector"]["matchLabels"]
+        labels = namespaces[team.namespace]["metadata"]["labels"]
+        assert selected.items() <= labels.items()
+        others = [t.namespace for other, t in config.teams.items() if other != name]
+        assert all(not selected.items() <= namespaces[ns]["metadata"]["labels"].items()
+                   for ns in others)
+
+
 def test_each_function_and_service_identity_is_bound_to_its_roles_by_its_email(overlay):
     objects = kustomize(overlay)
     subjects = {s["name"] for o in objects if o["kind"].endswith("Binding")
