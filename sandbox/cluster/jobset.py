@@ -105,6 +105,14 @@ def _subdomain(jobset: Mapping[str, Any]) -> str | None:
     return str(network.get("subdomain") or name_of(jobset))
 
 
+def _pods_ready(job: Mapping[str, Any]) -> bool:
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    pods = int(spec.get("parallelism") if spec.get("parallelism") is not None else 1)
+    if spec.get("completions") is not None:
+        pods = min(pods, int(spec["completions"]))
+    return int(status.get("succeeded") or 0) + int(status.get("ready") or 0) >= pods
+
+
 def finished(jobset: Mapping[str, Any]) -> bool:
     return is_true(jobset, "Completed") or is_true(jobset, "Failed")
 
@@ -325,21 +333,21 @@ class JobSetController:
         for rjob in _replicated_jobs(jobset):
             name = str(rjob.get("name", ""))
             members = by_rjob.get(name, [])
-            parallelism = int(((rjob.get("template") or {}).get("spec") or {})
-                              .get("parallelism") or 1)
-            running = [j for j in members if not job_finished(j)
-                       and not (j.get("spec") or {}).get("suspend")]
+            # As jobset v0.7.2 counts them (jobset_controller.go, replicated job
+            # statuses): over the unfinished Jobs, "ready" when succeeded + ready pods
+            # reach min(parallelism, completions), "active" when the Job still has
+            # active pods (a suspended Job whose pods are still going counts: Kueue
+            # waits for that before it releases an evicted job's quota), "suspended"
+            # when spec.suspend.
+            unfinished = [j for j in members if not job_finished(j)]
             summary.append({
                 "name": name,
-                "ready": sum(1 for j in running
-                             if int((j.get("status") or {}).get("ready") or 0)
-                             + int((j.get("status") or {}).get("succeeded") or 0)
-                             >= parallelism),
+                "ready": sum(1 for j in unfinished if _pods_ready(j)),
                 "succeeded": sum(1 for j in members if is_true(j, "Complete")),
                 "failed": sum(1 for j in members if is_true(j, "Failed")),
-                "active": len(running),
-                "suspended": sum(1 for j in members if (j.get("spec") or {}).get("suspend")
-                                 and not job_finished(j)),
+                "active": sum(1 for j in unfinished
+                              if int((j.get("status") or {}).get("active") or 0) > 0),
+                "suspended": sum(1 for j in unfinished if (j.get("spec") or {}).get("suspend")),
             })
         status["replicatedJobsStatus"] = summary
         # Go's omitempty: a zero count is not written at all.

@@ -480,3 +480,26 @@ def test_a_failed_job_without_its_replicated_job_label_matches_no_rule():
 
     assert decision is not None
     assert (decision.fail, decision.reason) == (True, "ReachedMaxRestarts")
+
+
+def test_a_replicated_job_is_active_while_its_jobs_have_active_pods_even_when_suspended(
+    store, clock
+):
+    # jobset v0.7.2 counts a Job "active" by its pods (status.active > 0): Kueue
+    # waits for that to reach 0 before it releases an evicted JobSet's quota.
+    controller = JobSetController(store, clock)
+    store.create(*JOBSETS, jobset_body("train"))
+    controller.reconcile()
+
+    def statuses() -> dict[str, dict[str, int]]:
+        js = store.get(*JOBSETS, "train", NAMESPACE)
+        return {r["name"]: r for r in js["status"]["replicatedJobsStatus"]}
+
+    assert statuses()["workers"]["active"] == 0  # created: no pod yet
+    store.patch(*JOBS, "train-workers-0", {"status": {"active": 1}}, namespace=NAMESPACE,
+                subresource="status")
+    store.patch(*JOBS, "train-workers-0", {"spec": {"suspend": True}}, namespace=NAMESPACE)
+    controller.reconcile()
+
+    assert (statuses()["workers"]["active"], statuses()["workers"]["suspended"]) == (1, 1)
+    assert statuses()["leader"]["active"] == 0
