@@ -414,13 +414,13 @@ def test_replacing_a_configmap_without_resource_version_is_unconditional(
 def test_merge_patch_merges_maps_and_null_deletes(jobsets: JobSets) -> None:
     body = jobset("train")
     body["metadata"]["labels"] = {"keep": "1", "drop": "1"}
-    jobsets.create(body)
+    created = jobsets.create(body)
     patched = jobsets.patch(
         "train", {"metadata": {"labels": {"drop": None, "new": "1"}}, "spec": {"suspend": True}}
     )
     assert patched["metadata"]["labels"] == {"keep": "1", "new": "1"}
     assert patched["spec"]["suspend"] is True
-    assert patched["spec"]["replicatedJobs"] == [{"name": "workers", "replicas": 1}]
+    assert patched["spec"]["replicatedJobs"] == created["spec"]["replicatedJobs"]
 
 
 def test_json_patch_applies_operations_in_order(jobsets: JobSets) -> None:
@@ -517,13 +517,15 @@ def test_server_side_apply_without_field_manager_answers_400(jobsets: JobSets) -
 
 def test_status_subresource_changes_only_status(jobsets: JobSets) -> None:
     created = jobsets.create(jobset("train"))
-    body = dict(created, spec={"suspend": True}, status={"conditions": [{"type": "Running"}]})
+    running = {"type": "Running", "status": "True", "reason": "Started", "message": "started",
+               "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    body = dict(created, spec={"suspend": True}, status={"conditions": [running]})
     via_put = jobsets.replace_status("train", body)
     via_patch = jobsets.patch_status("train", {"spec": {"hacked": True}, "status": {"restarts": 1}})
     assert via_put["spec"] == created["spec"]
-    assert via_put["status"] == {"conditions": [{"type": "Running"}]}
+    assert via_put["status"] == {"conditions": [running]}
     assert via_patch["spec"] == created["spec"]
-    assert via_patch["status"] == {"conditions": [{"type": "Running"}], "restarts": 1}
+    assert via_patch["status"] == {"conditions": [running], "restarts": 1}
 
 
 def test_main_resource_writes_keep_the_stored_status(jobsets: JobSets) -> None:
@@ -548,7 +550,7 @@ def test_generation_bumps_on_spec_changes_only(jobsets: JobSets) -> None:
 
 def test_a_write_that_changes_nothing_keeps_the_resource_version(jobsets: JobSets) -> None:
     created = jobsets.create(jobset("train"))
-    same_spec = {"spec": {"replicatedJobs": [{"name": "workers", "replicas": 1}]}}
+    same_spec = {"spec": {"replicatedJobs": created["spec"]["replicatedJobs"]}}
     patched = jobsets.patch("train", same_spec)
     assert patched["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
 
