@@ -238,7 +238,8 @@ def test_jobset_defaults_of_the_v0_7_2_crd_are_applied():
     assert job["template"]["spec"]["template"]["spec"]["containers"][0]["ports"] == [
         {"containerPort": 8080, "protocol": "TCP"}]
     # The webhook, not the CRD, defaults these: they stay absent here.
-    assert "successPolicy" not in obj["spec"] and "network" not in obj["spec"]
+    assert "successPolicy" not in obj["spec"]
+    assert "network" not in obj["spec"]
 
 
 # --- list types and embedded resources ---------------------------------------------------
@@ -399,7 +400,8 @@ def test_one_error_is_unbracketed_and_several_are_listed_once_each():
         required("spec.a"), required("spec.a"),
         FieldError("FieldValueNotSupported", "spec.b", "x", 'supported values: "y"')])
 
-    assert one.code == 422 and one.reason == "Invalid"
+    assert one.code == 422
+    assert one.reason == "Invalid"
     assert one.message == ('LocalQueue.kueue.x-k8s.io "q" is invalid: spec.clusterQueue: '
                            "Required value")
     assert two.message == ('JobSet.jobset.x-k8s.io "j" is invalid: [spec.a: Required value, '
