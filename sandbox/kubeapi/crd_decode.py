@@ -20,6 +20,7 @@ All three change the object in place. The root's metadata is not the schema's bu
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 from sandbox.kubeapi.crd_schema import Schema
@@ -37,17 +38,32 @@ def decode(obj: dict[str, Any], schema: Schema) -> list[str]:
     return unknown
 
 
-def prune(value: Any, schema: Schema | None, *, root: bool = False) -> list[str]:
+def prune(value: Any, schema: Schema | None, *, root: bool = False,
+          by_keys: bool = False) -> list[str]:
     """Drop undeclared fields of ``value`` in place; their paths, sorted as the server
-    sorts them (``spec.replicatedJobs[0].groupName``)."""
+    sorts them (``spec.replicatedJobs[0].groupName``). ``by_keys`` names the items of
+    set and map lists as server-side apply's field paths do
+    (``spec.replicatedJobs[name="w"].groupName``)."""
     unknown: list[str] = []
-    _prune(value, schema, "", unknown, embedded=root)
+    _prune(value, schema, "", unknown, embedded=root, by_keys=by_keys)
     unknown.sort()
     return unknown
 
 
+def _item(schema: Schema | None, index: int, item: Any, by_keys: bool) -> str:
+    """How a path names a list item: its index, or (``by_keys``) its keys or value."""
+    if by_keys and schema is not None:
+        if schema.list_type == "map" and isinstance(item, dict):
+            keys = ",".join(f"{k}={json.dumps(item[k])}" for k in schema.list_map_keys
+                            if k in item)
+            return f"[{keys}]"
+        if schema.list_type == "set":
+            return f"[={json.dumps(item)}]"
+    return f"[{index}]"
+
+
 def _prune(value: Any, schema: Schema | None, path: str, unknown: list[str],
-           *, embedded: bool = False) -> None:
+           *, embedded: bool = False, by_keys: bool = False) -> None:
     if schema is not None and schema.preserve_unknown:
         _skip_prune(value, schema, path, unknown)
         return
@@ -64,9 +80,10 @@ def _prune(value: Any, schema: Schema | None, path: str, unknown: list[str],
                 continue
             child = properties.get(key) if properties is not None else None
             if child is not None:
-                _prune(value[key], child, _key(path, key), unknown)
+                _prune(value[key], child, _key(path, key), unknown, by_keys=by_keys)
             elif schema.additional is not None:
-                _prune(value[key], schema.additional, _key(path, key), unknown)
+                _prune(value[key], schema.additional, _key(path, key), unknown,
+                       by_keys=by_keys)
             else:
                 if key not in _META or path:
                     unknown.append(_key(path, key))
@@ -74,7 +91,8 @@ def _prune(value: Any, schema: Schema | None, path: str, unknown: list[str],
     elif isinstance(value, list):
         items = schema.items if schema is not None else None
         for index, item in enumerate(value):
-            _prune(item, items, f"{path}[{index}]", unknown)
+            _prune(item, items, path + _item(schema, index, item, by_keys), unknown,
+                   by_keys=by_keys)
 
 
 def _skip_prune(value: Any, schema: Schema, path: str, unknown: list[str]) -> None:

@@ -89,15 +89,17 @@ def _fields(type_name: str) -> dict[str, str] | None:
     return {str(names[attr]): str(expr) for attr, expr in types.items()}
 
 
-def check(type_name: str, body: Any, crd: tuple[str, str, str] | None = None) -> FieldReport:
+def check(type_name: str, body: Any, crd: tuple[str, str, str] | None = None, *,
+          by_keys: bool = False) -> FieldReport:
     """Walk ``body`` against the built-in schema ``type_name``, or the CRD schema of
-    ``crd`` = (group, version, kind); never modifies ``body``."""
+    ``crd`` = (group, version, kind); never modifies ``body``. ``by_keys``: name items of
+    a CRD's set and map lists by their keys, as server-side apply does."""
     report = FieldReport(pruned=None)
     if crd is not None:
         served = crd_schema.version_schema(*crd)
         if served is not None and isinstance(body, dict):
             pruned = copy.deepcopy(body)
-            unknown = crd_decode.prune(pruned, served.schema, root=True)
+            unknown = crd_decode.prune(pruned, served.schema, root=True, by_keys=by_keys)
             if "metadata" in body:
                 pruned["metadata"] = _walk("V1ObjectMeta", body["metadata"], "metadata",
                                            report.unknown)
@@ -108,11 +110,13 @@ def check(type_name: str, body: Any, crd: tuple[str, str, str] | None = None) ->
     return report
 
 
-def _check_kind(group: str, version: str, kind: str, body: Any) -> FieldReport | None:
+def _check_kind(group: str, version: str, kind: str, body: Any, *,
+                by_keys: bool = False) -> FieldReport | None:
     schema = root_type(group, version, kind)
     if schema is None:
         return None
-    return check(schema, body, (group, version, kind) if schema == _CRD else None)
+    return check(schema, body, (group, version, kind) if schema == _CRD else None,
+                 by_keys=by_keys)
 
 
 def directive(value: str | None) -> str:
@@ -154,7 +158,7 @@ def checked_write(
 def check_applied(group: str, version: str, kind: str, body: JsonObject, where: str) -> None:
     """Server-side apply refuses unknown fields whatever the directive: a 500 whose message
     is the one kube-apiserver's field manager gives (``where`` is ``namespace/name``)."""
-    report = _check_kind(group, version, kind, body)
+    report = _check_kind(group, version, kind, body, by_keys=True)
     unknown = report.unknown if report is not None else []
     if not unknown:
         return

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from sandbox.kubeapi.fields import check, root_type
+from sandbox.kubeapi.errors import ApiError
+from sandbox.kubeapi.fields import check, check_applied, root_type
 
 
 @pytest.mark.parametrize(
@@ -117,3 +118,17 @@ def test_a_started_server_has_the_models_before_its_first_request() -> None:
                          timeout=60, check=True).stdout
 
     assert out.split() == ["False", "True"]
+
+
+def test_server_side_apply_names_an_unknown_field_of_a_map_list_item_by_its_key() -> None:
+    body = {"metadata": {"name": "j"},
+            "spec": {"replicatedJobs": [{"name": "workers", "groupName": "g"}]}}
+
+    with pytest.raises(ApiError) as caught:
+        check_applied(*JOBSET, body, "team-a/j")
+
+    assert caught.value.code == 500
+    assert caught.value.message == (
+        "failed to create typed patch object (team-a/j; jobset.x-k8s.io/v1alpha2, "
+        'Kind=JobSet): .spec.replicatedJobs[name="workers"].groupName: field not declared '
+        "in schema")
