@@ -890,3 +890,14 @@ def test_a_status_update_is_checked_against_the_status_schema(jobsets: JobSets) 
     assert [c["field"] for c in status_of(caught.value)["details"]["causes"]][:4] == [
         "status.conditions[0].lastTransitionTime", "status.conditions[0].message",
         "status.conditions[0].reason", "status.conditions[0].status"]
+
+
+def test_creating_a_custom_resource_with_a_status_subresource_drops_the_status_it_sends(
+    jobsets: JobSets,
+) -> None:
+    body = jobset("train", status={"restarts": 3})
+
+    created = jobsets.create(body)
+
+    assert "status" not in created
+    assert "status" not in jobsets.get("train")
