@@ -10,6 +10,8 @@ from typing import Any
 import pytest
 import yaml
 
+from sandbox.cluster.flavors import Assignment, Flavor
+from sandbox.cluster.workloads import pod_set_assignments, workload_body
 from sandbox.kubeapi.custom_resources import decode_custom_resource, validate_custom_resource
 from shared.config import ServingConfig, parse_config
 from shared.deployment.manifests import base_files, overlay_files
@@ -94,6 +96,26 @@ def test_the_pod_monitoring_of_a_triton_release_fits_the_pod_monitoring_crd():
                               replicas=2)}
 
     assert errors_of(rendered["PodMonitoring"]) == []
+
+
+def test_the_workload_the_sandboxs_kueue_makes_for_a_jobset_fits_the_workload_crd():
+    js = submitted_jobset("r1", slices=2)
+    body = workload_body(js, "research-queue", {"medium": 100})
+    admitted = copy.deepcopy(body)
+    flavor = Flavor("tpu-v5-lite-podslice", 64)
+    admitted["status"] = {
+        "admission": {"clusterQueue": "research-cluster-queue", "podSetAssignments":
+                      pod_set_assignments(js, Assignment({"slice": flavor}, {flavor.name: 32}))},
+        "conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                        "message": "Quota reserved in ClusterQueue research-cluster-queue",
+                        "lastTransitionTime": "2026-11-23T10:00:00Z"}]}
+
+    assert errors_of(body) == []
+    assert errors_of(admitted) == []
+    admitted["status"]["admission"]["podSetAssignments"].append(
+        {"name": "extra", "count": 1})
+    assert errors_of(admitted) == ['<nil>: Invalid value: "object": podSetAssignments must '
+                                   "have the same number of podSets as the spec"]
 
 
 # --- what the real server refuses --------------------------------------------------------
