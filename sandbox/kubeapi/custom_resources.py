@@ -20,8 +20,15 @@ writes alike, as a real Kueue or JobSet controller writes through the API server
 3. any error: a 422 ``Invalid`` Status (:func:`~sandbox.kubeapi.field_errors.invalid_error`)
    listing them all.
 
-Admission webhooks (defaulting and validating) run after this in the real server; they
-can be composed around :func:`decode_custom_resource` and :func:`validate_custom_resource`.
+In the real server mutating admission webhooks run between decoding and validation, and
+validating webhooks after validation: they compose around :func:`decode_custom_resource`
+and :func:`validate_custom_resource` (:func:`admit` is the two in one).
+
+Not simulated: the ObjectMeta checks beyond the store's (name, labels) — annotation
+sizes, finalizer names, owner references — and the metadata of embedded resources;
+the CEL cost budget; a warning for unknown fields a JSON patch adds (they are pruned
+silently); defaults applied on read to objects restored from a state file written
+before them.
 
 Cost, measured with ``python -m tests.bench.crd_validation`` (2-core machine, median per
 object): a JobSet as submit_job renders it 0.5 ms on create, 0.3 ms on a spec or status
