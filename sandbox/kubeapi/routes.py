@@ -6,8 +6,10 @@ other group, cluster-scoped and ``/namespaces/{ns}/...`` paths, the
 ``/status`` subresource), verbs and their status codes (201 on create and on
 apply-create, 200 otherwise), list bodies, delete replies, discovery
 (:mod:`~sandbox.kubeapi.discovery`), OpenAPI v3 stubs (:mod:`~sandbox.kubeapi.openapi`),
-unknown-field handling per ``fieldValidation`` (:mod:`~sandbox.kubeapi.fields`) and
-access reviews (:mod:`~sandbox.kubeapi.reviews`). It is free of sockets so it can be
+unknown-field handling per ``fieldValidation`` (:mod:`~sandbox.kubeapi.fields`), a
+custom resource's create dropping its ``status`` when its CRD has the status subresource
+(the object store then decodes and validates it: :mod:`~sandbox.kubeapi.custom_resources`)
+and access reviews (:mod:`~sandbox.kubeapi.reviews`). It is free of sockets so it can be
 reasoned about (and tested) on its own; :mod:`sandbox.kubeapi.server` does the HTTP
 plumbing and the access checks (:mod:`~sandbox.kubeapi.access`) around it.
 
@@ -29,7 +31,7 @@ from urllib.parse import parse_qs, unquote
 
 import yaml
 
-from sandbox.kubeapi import fields, openapi, resources, reviews
+from sandbox.kubeapi import crd_schema, fields, openapi, resources, reviews
 from sandbox.kubeapi.authn import ANONYMOUS, UserInfo
 from sandbox.kubeapi.discovery import AGGREGATED_MEDIA_TYPE, Discovery, wants_aggregated
 from sandbox.kubeapi.errors import ApiError, JsonObject, success_status
@@ -340,6 +342,10 @@ class ApiRouter:
         if target.namespace is None and resources.is_namespaced(target.group, target.resource):
             raise ApiError.path_not_found()
         body, warnings = self._checked(request, target, self._body_object(request, target))
+        crd = crd_schema.crd_for_resource(target.group, target.resource)
+        served = crd.versions.get(target.version) if crd is not None else None
+        if served is not None and served.status_subresource:
+            body.pop("status", None)  # a custom resource's create cannot set its status
         created = self.store.create(target.group, target.resource, body, namespace=target.namespace)
         return Response(201, self._present(created, target), warnings)
 

@@ -23,7 +23,10 @@ GKE live here rather than in the HTTP layer:
   until an update removes its last finalizer. Deleting a Namespace deletes its
   contents; it stays ``Terminating`` while finalizers hold any of them;
 * namespaced objects need their Namespace (404 ``namespaces "x" not found``,
-  403 while it is terminating).
+  403 while it is terminating);
+* custom resources of the kinds the sandbox has CRDs for are decoded (pruned,
+  defaulted) and validated against them on every create and update, whoever writes
+  (:mod:`sandbox.kubeapi.custom_resources`): 422 ``Invalid`` as the real API answers.
 
 Pods' container logs live beside the objects (``pod_logs``, written by the simulated
 pod runtime, read through the ``log`` subresource).
@@ -48,7 +51,7 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple
 
-from sandbox.kubeapi import resources
+from sandbox.kubeapi import custom_resources, resources
 from sandbox.kubeapi.errors import ApiError, JsonObject
 from sandbox.kubeapi.patch import PatchType, apply_patch, apply_patch_body
 from sandbox.kubeapi.podlogs import PodLogs
@@ -563,6 +566,7 @@ class ObjectStore:
         self._validate_labels(group, resource, meta)
         if ns and (group, resource) != _NS:
             self._check_namespace_usable(ns, group, resource, name)
+        new = custom_resources.admit(group, resource, new, None)
         bucket = self._buckets.setdefault((group, resource), {})
         if (ns, name) in bucket:
             raise ApiError.already_exists(group, resource, name)
@@ -692,6 +696,7 @@ class ObjectStore:
                     result[field] = old[field]
         result_meta = result["metadata"]
         result_meta["resourceVersion"] = old_meta["resourceVersion"]
+        result = custom_resources.admit(group, resource, result, old, subresource)
         generation = int(old_meta.get("generation", 1))
         if _spec_part(result) != _spec_part(old):
             generation += 1
