@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from sandbox.cluster.flavors import Assignment, Flavor
-from sandbox.cluster.workloads import pod_set_assignments, workload_body
+from sandbox.cluster.workloads import Priority, pod_set_assignments, workload_body
 from sandbox.kubeapi.custom_resources import decode_custom_resource, validate_custom_resource
 from shared.config import ServingConfig, parse_config
 from shared.deployment.manifests import base_files, overlay_files
@@ -100,7 +100,8 @@ def test_the_pod_monitoring_of_a_triton_release_fits_the_pod_monitoring_crd():
 
 def test_the_workload_the_sandboxs_kueue_makes_for_a_jobset_fits_the_workload_crd():
     js = submitted_jobset("r1", slices=2)
-    body = workload_body(js, "research-queue", {"medium": 100})
+    body = workload_body(js, "research-queue",
+                         Priority(500, "medium", "kueue.x-k8s.io/workloadpriorityclass"))
     admitted = copy.deepcopy(body)
     flavor = Flavor("tpu-v5-lite-podslice", 64)
     admitted["status"] = {
