@@ -177,11 +177,18 @@ def test_a_step_that_outlives_its_timeout_is_stopped(tmp_path):
     assert "stopped at step 1/1 hangs: it did not finish within 0.5s." in message
 
 
-def test_accelops_in_a_step_is_the_accelops_running_the_plan(tmp_path):
+def test_accelops_in_a_step_is_the_accelops_running_the_plan(tmp_path, monkeypatch):
+    # Another accelops first on PATH (an older install, say) is not the one that runs.
+    other = tmp_path / "bin"
+    other.mkdir()
+    (other / "accelops").write_text("#!/bin/sh\necho 'another accelops'\nexit 3\n")
+    (other / "accelops").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{other}{os.pathsep}{os.environ['PATH']}")
     plan = Plan("up", (Step("catalogue", "the TPU shapes", ("accelops", "catalogue")),),
                 None, "t")
     out = run(plan, tmp_path / "state.json")
     assert "v5litepod-16" in out
+    assert "another accelops" not in out
 
 
 @pytest.fixture(scope="module")
