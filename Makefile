@@ -86,6 +86,7 @@ bench: $(STAMP)
 	$(PY) -m tests.bench.hostile
 	$(PY) -m tests.bench.serving
 	$(PY) -m tests.bench.jobs
+	$(PY) -m tests.bench.crd_validation
 
 sandbox-up: $(STAMP)
 	$(VENV)/bin/accelops sandbox up

@@ -20,12 +20,21 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from shared.errors import ConfigError, PermanentError
 from shared.schedule.spec import PoolScheduleConfig, Schedule, check_schedule_names
 
 __all__ = [
+    "MAX_TEAM_NAME",
     "AccelopsConfig",
     "JobsApiConfig",
     "MetricsConfig",
@@ -43,6 +52,11 @@ __all__ = [
 ]
 
 _RFC1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
+# A team's key names Kubernetes objects: its ClusterQueue "<team>-cluster-queue"
+# (shared/deployment/manifests.py), which LocalQueues refer to by that name, and the
+# label accelops.dev/team on its namespace, queues and JobSets. 49 characters keep the
+# ClusterQueue name a 63-character label as well.
+MAX_TEAM_NAME = 49
 _GS_CACHE_SECONDS = 60.0
 
 
@@ -134,6 +148,20 @@ class TeamPolicy(BaseModel):
     @classmethod
     def _normalise_types(cls, value: tuple[str, ...] | None) -> tuple[str, ...] | None:
         return None if value is None else tuple(t.strip().lower() for t in value)
+
+
+def _team_name(value: str) -> str:
+    if len(value) > MAX_TEAM_NAME or not _RFC1123_LABEL.match(value):
+        raise ValueError(
+            f"team name {value!r} is not usable: it names the team's Kubernetes objects "
+            f"(ClusterQueue '<team>-cluster-queue', label accelops.dev/team), so it must be "
+            f"lowercase letters, digits and '-', start and end with a letter or digit, and "
+            f"be at most {MAX_TEAM_NAME} characters"
+        )
+    return value
+
+
+TeamName = Annotated[str, AfterValidator(_team_name)]
 
 
 class Topics(BaseModel):
@@ -282,7 +310,7 @@ class AccelopsConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    teams: dict[str, TeamPolicy] = Field(default_factory=dict)
+    teams: dict[TeamName, TeamPolicy] = Field(default_factory=dict)
     topics: Topics = Field(default_factory=Topics)
     slices: SliceConfig = Field(default_factory=SliceConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
@@ -310,7 +338,9 @@ def format_validation_error(exc: ValidationError, prefix: str = "") -> tuple[str
     first_field, first_rule = "", ""
     errors = exc.errors(include_url=False, include_input=False, include_context=False)
     for error in errors[:MAX_LISTED_ERRORS]:
-        field = ".".join(str(p) for p in (prefix, *error["loc"]) if p != "")
+        # A refused mapping key is located at (..., key, "[key]"): name the key itself.
+        loc = [p for p in error["loc"] if p != "[key]"]
+        field = ".".join(str(p) for p in (prefix, *loc) if p != "")
         rule = error["msg"]
         if error["type"] == "value_error":
             rule = rule.removeprefix("Value error, ")

@@ -79,12 +79,15 @@ def workload(js: dict[str, Any], *, priority: int = 200, admitted_in: str | None
                 "resourceUsage": {"google.com/tpu": str(count * chips)}}]},
             "conditions": [
                 {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
-                 "message": f"Quota reserved in ClusterQueue {admitted_in}"},
+                 "message": f"Quota reserved in ClusterQueue {admitted_in}",
+                 "lastTransitionTime": meta["creationTimestamp"]},
                 {"type": "Admitted", "status": "True", "reason": "Admitted",
-                 "message": "The workload is admitted"}]}
+                 "message": "The workload is admitted",
+                 "lastTransitionTime": meta["creationTimestamp"]}]}
     elif message is not None:
         body["status"]["conditions"] = [{"type": "QuotaReserved", "status": "False",
-                                         "reason": "Pending", "message": message}]
+                                         "reason": "Pending", "message": message,
+                                         "lastTransitionTime": meta["creationTimestamp"]}]
     return body
 
 

@@ -1,5 +1,7 @@
 """GKE faults on a running sandbox, what its GKE API recorded, and reconcile_slices'
-backoff schedule: shared by the slices e2e tests and the slices benchmark.
+backoff schedule: shared by the slices e2e tests and the slices benchmark. Node
+disruptions (a Spot VM preempted, a maintenance event on a slice) are injected the same
+way: :func:`preempt`, :func:`maintenance`.
 
 Counts come from the sandbox GKE API's own records (every Container API request with
 the simulated time it arrived, every operation with its simulated start and end), read
@@ -18,7 +20,8 @@ from sandbox.runner import Sandbox
 from shared.config import SliceConfig
 
 __all__ = ["SANDBOX_DELAYS", "attempts_of", "backoff_delay", "busy_attempts", "control",
-           "create_requests", "operations", "reconcile_runs", "stockout_attempts"]
+           "create_requests", "maintenance", "operations", "preempt", "reconcile_runs",
+           "stockout_attempts"]
 
 _POOLS = "/nodePools"
 # The sandbox GKE API's operation times (the sandbox runs with the defaults).
@@ -33,6 +36,27 @@ def control(sandbox: Sandbox, path: str, body: dict[str, Any] | None = None) -> 
         headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=10) as response:
         return json.loads(response.read() or b"null")
+
+
+def preempt(sandbox: Sandbox, pool: str, node: str | None = None,
+            for_seconds: float | None = None) -> dict[str, Any]:
+    """Compute Engine reclaims a Spot VM of ``pool`` (``node``, else one running pods);
+    it is recreated ``for_seconds`` simulated seconds later. Returns the disruption."""
+    body: dict[str, Any] = {"kind": "preemption", "pool": pool}
+    if node is not None:
+        body["node"] = node
+    if for_seconds is not None:
+        body["for_seconds"] = for_seconds
+    return dict(control(sandbox, "faults", body)["disruption"])
+
+
+def maintenance(sandbox: Sandbox, pool: str, for_seconds: float | None = None
+                ) -> dict[str, Any]:
+    """A host maintenance event on every VM of ``pool``; returns the disruption."""
+    body: dict[str, Any] = {"kind": "maintenance", "pool": pool}
+    if for_seconds is not None:
+        body["for_seconds"] = for_seconds
+    return dict(control(sandbox, "faults", body)["disruption"])
 
 
 def _requests(sandbox: Sandbox, method: str, since: float, until: float) -> list[dict[str, Any]]:

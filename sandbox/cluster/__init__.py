@@ -15,8 +15,14 @@ behaves like GKE::
     simulation.stop()
 
 Modules: :mod:`~sandbox.cluster.nodes` (node pools → Nodes),
-:mod:`~sandbox.cluster.kueue` (quota admission), :mod:`~sandbox.cluster.jobset`
-and :mod:`~sandbox.cluster.jobs` (JobSet and Job controllers),
+:mod:`~sandbox.cluster.disruptions` (Spot preemptions and maintenance events),
+:mod:`~sandbox.cluster.kueue` (Kueue v0.10.1's admission and preemption, with
+:mod:`~sandbox.cluster.kueue_jobs`, :mod:`~sandbox.cluster.flavors`,
+:mod:`~sandbox.cluster.preemption`, :mod:`~sandbox.cluster.clusterqueues`,
+:mod:`~sandbox.cluster.workloads`, :mod:`~sandbox.cluster.workload_status`),
+:mod:`~sandbox.cluster.jobset` and :mod:`~sandbox.cluster.jobs` (JobSet and Job
+controllers, with their failure rules in :mod:`~sandbox.cluster.failurepolicy` and
+:mod:`~sandbox.cluster.podfailure`),
 :mod:`~sandbox.cluster.gc` (owner garbage collection),
 :mod:`~sandbox.cluster.scheduler` (binding), :mod:`~sandbox.cluster.runtime`
 (pods run and finish), :mod:`~sandbox.cluster.simulation` (the wiring) and

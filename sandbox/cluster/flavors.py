@@ -1,26 +1,36 @@
 """Kueue's ResourceFlavor assignment for ``google.com/tpu``, as pure functions.
 
-Follows Kueue v0.9 and v0.10 (``pkg/scheduler/flavorassigner``, ``pkg/cache``) for the
-one resource the sandbox meters:
+Follows Kueue v0.10.1 (``pkg/scheduler/flavorassigner/flavorassigner.go``,
+``pkg/cache/clusterqueue.go``) for the one resource the sandbox meters, with its
+default flavor fungibility (``whenCanBorrow: Borrow``, ``whenCanPreempt:
+TryNextFlavor``; the ``FlavorFungibility`` gate is on by default):
 
 * The ClusterQueue's resource group covering ``google.com/tpu`` lists its flavors
   in order, each with its own ``nominalQuota``. Pod sets (a JobSet's replicated
-  jobs) are assigned in order; each takes the first flavor that fits, and the
-  chips of the pod sets before it count against the flavor they took.
-* A flavor fits when its ResourceFlavor's ``spec.nodeLabels`` do not conflict with
-  the pod template's ``nodeSelector`` and required node affinity, comparing only
-  the label keys some flavor of the group sets (so ``gke-tpu-topology`` never
-  decides), and when ``nominalQuota`` minus the chips admitted in that flavor
-  covers the request.
-* When no flavor fits, the pending message gives every flavor's reason, sorted
-  and joined as Kueue does: ``couldn't assign flavors to pod set slice: flavor X
-  doesn't match node affinity, insufficient unused quota for google.com/tpu in
-  flavor Y, 16 more needed``.
+  jobs) are assigned in order; the chips of the pod sets before one count against
+  the flavor they took.
+* A flavor matches when its ResourceFlavor's ``spec.nodeLabels`` do not conflict
+  with the pod template's ``nodeSelector`` and required node affinity, comparing
+  only the label keys some flavor of the group sets (so ``gke-tpu-topology`` never
+  decides). A matching flavor *fits* when ``nominalQuota`` minus the chips admitted
+  in it covers the request; when it does not but the request is within
+  ``nominalQuota``, the flavor can be had by *preempting* (``fitsResourceQuota``:
+  mode Preempt, whatever the ClusterQueue's preemption policy); a request above
+  ``nominalQuota`` never fits it (NoFit).
+* Each pod set takes the first flavor that fits; failing that, the first one it
+  could have by preempting (TryNextFlavor looks at the others first); failing that
+  the assignment stops there (NoFit). The assignment's mode is its worst pod set's.
+* A pod set that did not fit gives every flavor's reason, sorted and joined as
+  Kueue does, and pod sets are joined with ``; ``: ``couldn't assign flavors to pod
+  set slice: flavor X doesn't match node affinity, insufficient unused quota for
+  google.com/tpu in flavor Y, 16 more needed``.
 * A ClusterQueue naming a flavor that has no ResourceFlavor object is inactive
-  (``FlavorNotFound``) and admits nothing.
+  (``FlavorNotFound``) and admits nothing, whatever else exists.
 
 Usage is per flavor and comes from the admitted Workloads'
-``status.admission.podSetAssignments[].flavors``/``resourceUsage``.
+``status.admission.podSetAssignments[].flavors``/``resourceUsage``. Not simulated:
+``LastAssignment`` (where a retried workload resumes its flavor search), flavor
+taints and tolerations, borrowing.
 """
 
 from __future__ import annotations
@@ -36,12 +46,14 @@ from sandbox.cluster.objects import TPU_RESOURCE, Obj, parse_quantity
 from sandbox.cluster.scheduler import selector_matches
 
 __all__ = [
+    "FIT",
+    "NO_FIT",
+    "PREEMPT",
     "Assignment",
     "Flavor",
     "PodSet",
     "admitted_usage",
     "assign_flavors",
-    "inactive_message",
     "missing_flavors",
     "tpu_flavors",
 ]
@@ -65,18 +77,27 @@ class PodSet:
     pod_spec: Mapping[str, Any]
 
 
+# Kueue's FlavorAssignmentMode, from worst to best.
+NO_FIT, PREEMPT, FIT = "NoFit", "Preempt", "Fit"
+_RANK = {NO_FIT: 0, PREEMPT: 1, FIT: 2}
+
+
 @dataclass(frozen=True)
 class Assignment:
     """The flavor of each pod set that requests chips and the chips this puts on
-    each flavor; when some pod set fits nowhere, ``message`` says why."""
+    each flavor; ``mode`` is Kueue's representative mode (Fit: admissible now;
+    Preempt: only by preempting in the ``preempting`` flavors; NoFit), and
+    ``message`` says why it is not Fit."""
 
     pod_sets: dict[str, Flavor]
     usage: dict[str, int]
     message: str = ""
+    mode: str = FIT
+    preempting: frozenset[str] = frozenset()
 
     @property
     def fits(self) -> bool:
-        return not self.message
+        return self.mode == FIT
 
 
 def _tpu_group(cluster_queue: Mapping[str, Any]) -> Obj | None:
@@ -120,12 +141,6 @@ def missing_flavors(cluster_queue: Mapping[str, Any], existing: Iterable[str]) -
     return missing
 
 
-def inactive_message(missing: Sequence[str]) -> str:
-    """The ClusterQueue's Active=False (reason FlavorNotFound) message."""
-    return ("Can't admit new workloads: references missing ResourceFlavor(s): "
-            f"[{' '.join(missing)}].")
-
-
 def admitted_usage(admission: Mapping[str, Any]) -> dict[str, int]:
     """Chips per flavor that a Workload's ``status.admission`` holds."""
     usage: dict[str, int] = {}
@@ -158,19 +173,19 @@ def _flavor_selector(pod_spec: Mapping[str, Any], keys: set[str]) -> Obj:
     return reduced
 
 
-def _unfit_reason(flavor: Flavor, selector: Obj, chips: int, used: int) -> str | None:
-    """Why ``flavor`` cannot take ``chips`` more (None when it can); ``used`` counts
-    the chips already admitted or assigned in it."""
+def _flavor_mode(flavor: Flavor, selector: Obj, chips: int, used: int) -> tuple[str, str]:
+    """How ``flavor`` can take ``chips`` more (``used``: the chips already admitted or
+    assigned in it), and why not when it cannot right away (``fitsResourceQuota``)."""
     if not selector_matches(selector, flavor.node_labels):
-        return f"flavor {flavor.name} doesn't match node affinity"
+        return NO_FIT, f"flavor {flavor.name} doesn't match node affinity"
     if chips > flavor.quota:
-        return (f"insufficient quota for {TPU_RESOURCE} in flavor {flavor.name}, "
-                f"request > maximum capacity ({chips} > {flavor.quota})")
+        return NO_FIT, (f"insufficient quota for {TPU_RESOURCE} in flavor {flavor.name}, "
+                        f"request > maximum capacity ({chips} > {flavor.quota})")
     available = max(flavor.quota - used, 0)
-    if chips > available:
-        return (f"insufficient unused quota for {TPU_RESOURCE} in flavor {flavor.name}, "
-                f"{chips - available} more needed")
-    return None
+    if chips <= available:
+        return FIT, ""
+    return PREEMPT, (f"insufficient unused quota for {TPU_RESOURCE} in flavor {flavor.name}, "
+                     f"{chips - available} more needed")
 
 
 def _pending(pod_set: PodSet, reasons: Iterable[str]) -> str:
@@ -180,27 +195,46 @@ def _pending(pod_set: PodSet, reasons: Iterable[str]) -> str:
 def assign_flavors(pod_sets: Sequence[PodSet], flavors: Sequence[Flavor] | None,
                    usage: Mapping[str, int]) -> Assignment:
     """Kueue's flavor assignment for one Workload against ``usage`` (chips admitted
-    per flavor in its ClusterQueue); stops at the first pod set that fits nowhere."""
+    per flavor in its ClusterQueue); stops at the first pod set no flavor can take."""
     keys = {key for flavor in flavors or [] for key in flavor.node_labels}
     assumed: dict[str, int] = {}
     chosen: dict[str, Flavor] = {}
+    messages: list[str] = []
+    preempting: set[str] = set()
+    mode = FIT
+
+    def result(worst: str) -> Assignment:
+        return Assignment(chosen, assumed, "; ".join(messages), worst, frozenset(preempting))
+
     for pod_set in pod_sets:
         if pod_set.chips <= 0:
             continue
         if flavors is None:
-            return Assignment(chosen, assumed, _pending(
+            messages.append(_pending(
                 pod_set, [f"resource {TPU_RESOURCE} unavailable in ClusterQueue"]))
+            return result(NO_FIT)
         selector = _flavor_selector(pod_set.pod_spec, keys)
         reasons: list[str] = []
+        best: Flavor | None = None
+        best_mode = NO_FIT
         for flavor in flavors:
             previous = assumed.get(flavor.name, 0)
-            reason = _unfit_reason(flavor, selector, previous + pod_set.chips,
-                                   usage.get(flavor.name, 0))
-            if reason is None:
-                chosen[pod_set.name] = flavor
-                assumed[flavor.name] = previous + pod_set.chips
+            flavor_mode, reason = _flavor_mode(flavor, selector, previous + pod_set.chips,
+                                               usage.get(flavor.name, 0))
+            if reason:
+                reasons.append(reason)
+            if _RANK[flavor_mode] > _RANK[best_mode]:
+                best, best_mode = flavor, flavor_mode
+            if flavor_mode == FIT:
                 break
-            reasons.append(reason)
-        else:
-            return Assignment(chosen, assumed, _pending(pod_set, reasons))
-    return Assignment(chosen, assumed)
+        if best is None:
+            messages.append(_pending(pod_set, reasons))
+            return result(NO_FIT)
+        chosen[pod_set.name] = best
+        assumed[best.name] = assumed.get(best.name, 0) + pod_set.chips
+        if best_mode == PREEMPT:
+            # Kueue keeps the reasons of a pod set that is not Fit; a Fit one has none.
+            messages.append(_pending(pod_set, reasons))
+            preempting.add(best.name)
+            mode = PREEMPT
+    return result(mode)

@@ -1,22 +1,37 @@
 """The Job controller (batch/v1): Jobs create Pods and report how they went.
 
-Follows the real controller where users can see it: Indexed Jobs create one Pod
+Follows kubernetes v1.32's controller (``pkg/controller/job/job_controller.go``,
+``pod_failure_policy.go``) where users can see it: Indexed Jobs create one Pod
 per completion index named ``<job>-<index>-<5 random>`` with the labels
 ``batch.kubernetes.io/job-name``, ``batch.kubernetes.io/controller-uid``,
 ``batch.kubernetes.io/job-completion-index`` (and their legacy forms), the
 annotation ``batch.kubernetes.io/job-completion-index``, the env var
 ``JOB_COMPLETION_INDEX``, and ``hostname = <job>-<index>`` when the template has a
-``subdomain``. A Job fails once more Pods failed than ``backoffLimit`` allows
-(condition ``Failed``, reason ``BackoffLimitExceeded``) and completes when every
-index succeeded (``Complete``, reason ``CompletionsReached``); a suspended Job's
-active Pods are deleted.
+``subdomain``. A Job completes when every index succeeded (``SuccessCriteriaMet``
+and ``Complete``, reason ``CompletionsReached``); a suspended Job's active Pods are
+deleted.
+
+A Job fails (:mod:`sandbox.cluster.podfailure` has the rules) when a failed Pod
+matches a ``podFailurePolicy`` ``FailJob`` rule (reason ``PodFailurePolicy``, the
+real message: ``Pod ns/name has condition DisruptionTarget matching FailJob rule at
+index 0``), when more failed Pods count than ``backoffLimit`` allows (``Ignore``
+rules do not count; reason ``BackoffLimitExceeded``, "Job has reached the specified
+backoff limit"), or, under ``restartPolicy: OnFailure``, when its Pods' container
+restarts reach ``backoffLimit`` (the first restart, with 0). Then, as the real
+controller does, its active Pods are deleted and it gets ``FailureTarget``, and
+``Failed`` (with the same reason and message, and a Warning event) once none of its
+Pods is still terminating. With a ``podFailurePolicy`` only Pods in phase Failed
+count, and a terminating Pod is replaced only once it is terminal
+(``podReplacementPolicy: Failed``). ``status.terminating`` counts Pods being deleted.
 
 Like GKE's admission webhook for TPU workloads, a Pod requesting
 ``google.com/tpu`` gets the toleration for the TPU taint and ``TPU_WORKER_ID`` /
 ``TPU_WORKER_HOSTNAMES``.
 
-Not simulated: podFailurePolicy, successPolicy, backoff delays between retries,
-activeDeadlineSeconds, ttlSecondsAfterFinished, pod tracking finalizers.
+Not simulated: successPolicy, backoffLimitPerIndex (a ``FailIndex`` rule counts like
+``Count``), backoff delays between retries, activeDeadlineSeconds,
+ttlSecondsAfterFinished, pod tracking finalizers (``status.failed`` counts the failed
+Pods that still exist, and ``uncountedTerminatedPods`` stays empty).
 """
 
 from __future__ import annotations
@@ -48,15 +63,27 @@ from sandbox.cluster.objects import (
     owner_reference,
     patch_quietly,
     pod_active,
+    pod_terminated,
+    record_event,
     timestamp,
     tpu_request,
     uid_of,
+)
+from sandbox.cluster.podfailure import (
+    JOB_REASON_BACKOFF_LIMIT,
+    JOB_REASON_POD_FAILURE_POLICY,
+    fail_job_message,
+    match_pod_failure_policy,
+    only_replace_failed_pods,
+    past_backoff_limit_on_failure,
+    pod_failed,
 )
 from sandbox.kubeapi import ApiError, ObjectStore
 
 __all__ = ["JobController", "completed_indexes", "job_finished", "tpu_toleration"]
 
 DEFAULT_BACKOFF_LIMIT = 6
+COMPONENT = "job-controller"
 
 
 def job_finished(job: Mapping[str, Any]) -> bool:
@@ -140,9 +167,12 @@ class JobController:
         completions = int(completions_raw) if completions_raw is not None else None
         backoff_limit = int(spec.get("backoffLimit", DEFAULT_BACKOFF_LIMIT)
                             if spec.get("backoffLimit") is not None else DEFAULT_BACKOFF_LIMIT)
+        policy = spec.get("podFailurePolicy")
         active = [p for p in pods if pod_active(p)]
+        terminating = [p for p in pods if deleting(p) and not pod_terminated(p)]
         succeeded = [p for p in pods if _phase(p) == "Succeeded"]
-        failed = [p for p in pods if _phase(p) == "Failed"]
+        failed = [p for p in pods if pod_failed(p, spec)]
+        counted_failed = sum(1 for p in failed if match_pod_failure_policy(policy, p).counts)
         succeeded_indexes = {i for i in map(_index_of, succeeded) if i is not None}
         conditions = list(status.get("conditions") or [])
 
@@ -160,14 +190,20 @@ class JobController:
                 conditions = condition(conditions, "Suspended", False, "JobResumed",
                                        "Job resumed", now)
             status.setdefault("startTime", now)
-            if len(failed) > backoff_limit:
-                message = "Job has reached the specified backoff limit"
-                conditions = condition(conditions, "FailureTarget", True,
-                                       "BackoffLimitExceeded", message, now)
-                conditions = condition(conditions, "Failed", True, "BackoffLimitExceeded",
-                                       message, now)
-                self._delete_pods(active)
+            failure = self._failure(job, conditions, pods, counted_failed, backoff_limit)
+            if failure is not None:
+                reason, message = failure
+                # The real controller deletes the active pods and marks the Job
+                # FailureTarget; Failed follows once no pod of it is still terminating.
+                deleted = self._delete_pods(active)
                 active = []
+                if not is_true(job, "FailureTarget"):
+                    conditions = condition(conditions, "FailureTarget", True, reason,
+                                           message, now)
+                if not deleted and not terminating:
+                    conditions = condition(conditions, "Failed", True, reason, message, now)
+                    record_event(self.store, self.clock, job, reason=reason, message=message,
+                                 event_type="Warning", component=COMPONENT)
             elif self._complete(indexed, completions, succeeded, succeeded_indexes, active):
                 message = "Reached expected number of succeeded pods"
                 conditions = condition(conditions, "SuccessCriteriaMet", True,
@@ -176,18 +212,43 @@ class JobController:
                                        message, now)
                 status["completionTime"] = now
             else:
+                # With podReplacementPolicy Failed a terminating pod holds its place
+                # until it is terminal.
+                holding = terminating if only_replace_failed_pods(spec) else []
                 active += self._create_pods(job, indexed, parallelism, completions,
-                                            succeeded, succeeded_indexes, active)
+                                            succeeded, succeeded_indexes, active + holding)
 
         ready = sum(1 for p in active if is_true(p, "Ready"))
         status.update(active=len(active), ready=ready, succeeded=len(succeeded),
-                      failed=len(failed), terminating=0, uncountedTerminatedPods={})
+                      failed=counted_failed, terminating=len(terminating),
+                      uncountedTerminatedPods={})
         if conditions:
             status["conditions"] = conditions
         if indexed and succeeded_indexes:
             status["completedIndexes"] = completed_indexes(succeeded_indexes)
         if status != (job.get("status") or {}):
             patch_quietly(self.store, JOBS, job, {"status": status}, subresource="status")
+
+    @staticmethod
+    def _failure(job: Obj, conditions: list[Obj], pods: list[Obj], counted_failed: int,
+                 backoff_limit: int) -> tuple[str, str] | None:
+        """(reason, message) when the Job has failed or must fail now, else None.
+
+        In the real controller's order: a FailureTarget already set stands; then a
+        failed pod matching a FailJob rule; then too many counted failures, or (under
+        OnFailure) too many container restarts.
+        """
+        target = find_condition(conditions, "FailureTarget")
+        if target is not None and target.get("status") == "True":
+            return str(target.get("reason") or ""), str(target.get("message") or "")
+        spec: Obj = job.get("spec") or {}
+        message = fail_job_message(spec, pods)
+        if message is not None:
+            return JOB_REASON_POD_FAILURE_POLICY, message
+        if counted_failed > backoff_limit \
+                or past_backoff_limit_on_failure(spec, backoff_limit, pods):
+            return JOB_REASON_BACKOFF_LIMIT, "Job has reached the specified backoff limit"
+        return None
 
     @staticmethod
     def _complete(
@@ -295,6 +356,10 @@ class JobController:
             "status": {"phase": "Pending", "qosClass": _qos_class(spec)},
         }
 
-    def _delete_pods(self, pods: Iterable[Obj]) -> None:
+    def _delete_pods(self, pods: Iterable[Obj]) -> int:
+        """Delete ``pods``; returns how many were there to delete."""
+        count = 0
         for pod in pods:
             delete_quietly(self.store, PODS, name_of(pod), namespace_of(pod))
+            count += 1
+        return count

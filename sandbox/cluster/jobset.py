@@ -1,28 +1,37 @@
-"""The JobSet controller (``jobset.x-k8s.io/v1alpha2`` semantics).
+"""The JobSet controller (``jobset.x-k8s.io/v1alpha2`` semantics, jobset v0.7.2).
 
 For an unsuspended JobSet it creates, per replicated job and replica, a Job
 ``<jobset>-<replicatedJob>-<jobIndex>`` labelled and annotated the way the real
 controller does (``jobset.sigs.k8s.io/jobset-name``, ``.../replicatedjob-name``,
 ``.../job-index``, ``.../job-global-index``, ``.../restart-attempt``,
-``.../replicatedjob-replicas``, ``.../global-replicas``, ``.../job-key``,
-``.../jobset-uid``; the ``alpha.jobset.sigs.k8s.io/exclusive-topology`` annotation
-copied), owned by the JobSet, whose pod template carries the same labels and
-``subdomain`` (a headless Service of that name is created as with
-``network.enableDNSHostnames``).
+``.../replicatedjob-replicas``, ``.../global-replicas``, ``.../job-key``; no
+``jobset-uid`` label: v0.7.2 has none (api/jobset/v1alpha2/jobset_types.go), so
+nothing may find a JobSet's pods by uid; the
+``alpha.jobset.sigs.k8s.io/exclusive-topology`` annotation copied), owned by the
+JobSet, whose pod template carries the same labels and ``subdomain`` (a headless
+Service of that name is created as with ``network.enableDNSHostnames``).
 
-Status: ``restarts``, ``restartsCountTowardsMax``, ``replicatedJobsStatus``,
-``terminalState`` and the conditions ``Completed`` (success policy met: all jobs,
-or any with ``operator: Any``), ``Failed`` (a Job failed and
-``failurePolicy.maxRestarts`` is used up; otherwise every Job is deleted and
-recreated with restart-attempt + 1) and ``Suspended``. A suspended JobSet
-suspends its Jobs (whose Pods the Job controller deletes) and resumes them with
-the current pod template when unsuspended. When a JobSet finishes, its
-unfinished Jobs are deleted. Deleting a JobSet removes its Jobs and Pods through
-the owner garbage collector (:mod:`sandbox.cluster.gc`).
+A failed Job (its ``Failed`` condition) runs the ``failurePolicy``
+(:mod:`sandbox.cluster.failurepolicy`, from ``pkg/controllers/failure_policy.go``):
+its ``rules`` by ``onJobFailureReasons`` and ``targetReplicatedJobs`` and the actions
+``FailJobSet``, ``RestartJobSet`` (counted against ``maxRestarts`` through
+``restartsCountTowardsMax``) and ``RestartJobSetAndIgnoreMaxRestarts`` (``restarts``
+only), with upstream's reasons, messages and Warning events. A restart raises
+``status.restarts``; the next pass deletes the Jobs of earlier attempts
+(``restart-attempt`` below ``restarts``) and creates the new attempt's.
 
-Not simulated: failurePolicy rules, startupPolicy, coordinator, TTL after
-finished, the exclusive-placement pod (anti-)affinity injection (the sandbox
-scheduler reads the annotation instead).
+Status: ``restarts``, ``restartsCountTowardsMax`` (omitted while 0, as Go's
+``omitempty`` writes them), ``replicatedJobsStatus``, ``terminalState`` and the
+conditions ``Completed`` (success policy met: all jobs, or any with ``operator:
+Any``), ``Failed`` and ``Suspended``. A suspended JobSet suspends its Jobs (whose
+Pods the Job controller deletes) and resumes them with the current pod template
+when unsuspended. When a JobSet finishes, its unfinished Jobs are deleted. Deleting
+a JobSet removes its Jobs and Pods through the owner garbage collector
+(:mod:`sandbox.cluster.gc`).
+
+Not simulated: ``restartStrategy: BlockingRecreate`` (every restart recreates at
+once), startupPolicy, coordinator, TTL after finished, the exclusive-placement pod
+(anti-)affinity injection (the sandbox scheduler reads the annotation instead).
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from sandbox.clock import SimClock
+from sandbox.cluster.failurepolicy import decide_failure
 from sandbox.cluster.jobs import JobController, job_finished
 from sandbox.cluster.objects import (
     ANNOTATION_EXCLUSIVE,
@@ -44,7 +54,6 @@ from sandbox.cluster.objects import (
     LABEL_JOB_INDEX,
     LABEL_JOB_KEY,
     LABEL_JOBSET_NAME,
-    LABEL_JOBSET_UID,
     LABEL_REPLICATED_JOB,
     LABEL_REPLICATED_JOB_REPLICAS,
     LABEL_RESTART_ATTEMPT,
@@ -96,6 +105,14 @@ def _subdomain(jobset: Mapping[str, Any]) -> str | None:
     return str(network.get("subdomain") or name_of(jobset))
 
 
+def _pods_ready(job: Mapping[str, Any]) -> bool:
+    spec, status = job.get("spec") or {}, job.get("status") or {}
+    pods = int(spec.get("parallelism") if spec.get("parallelism") is not None else 1)
+    if spec.get("completions") is not None:
+        pods = min(pods, int(spec["completions"]))
+    return int(status.get("succeeded") or 0) + int(status.get("ready") or 0) >= pods
+
+
 def finished(jobset: Mapping[str, Any]) -> bool:
     return is_true(jobset, "Completed") or is_true(jobset, "Failed")
 
@@ -135,31 +152,24 @@ class JobSetController:
             return
 
         failed = [job for job in current if is_true(job, "Failed")]
-        if failed:
-            policy = spec.get("failurePolicy")
-            max_restarts = int((policy or {}).get("maxRestarts") or 0)
-            if restarts < max_restarts:
-                for job in current:
-                    delete_quietly(self.store, JOBS, name_of(job), namespace_of(job))
+        decision = decide_failure(jobset, failed)
+        if decision is not None:
+            if decision.fail:
+                status["conditions"] = condition(conditions, "Failed", True, decision.reason,
+                                                 decision.message, now)
+                status["terminalState"] = "Failed"
+                self._delete_unfinished(current)
+                self._write_status(jobset, status, current)
+            else:
+                # A restart is a status change only: the next pass finds the Jobs of the
+                # earlier attempt and deletes them, then creates the new attempt's.
                 status["restarts"] = restarts + 1
-                status["restartsCountTowardsMax"] = int(
-                    status.get("restartsCountTowardsMax") or 0) + 1
-                self._write_status(jobset, status, [])
-                record_event(self.store, self.clock, jobset, reason="Restarting",
-                             message=f"restarting jobset after job {name_of(failed[0])} "
-                                     f"failed: restart {restarts + 1} of {max_restarts}",
-                             event_type="Warning", component=COMPONENT)
-                return
-            reason, message = (
-                ("ReachedMaxRestarts", "jobset failed due to reaching max number of restarts")
-                if policy is not None
-                else ("FailedJobs", "jobset failed due to one or more job failures"))
-            status["conditions"] = condition(conditions, "Failed", True, reason, message, now)
-            status["terminalState"] = "Failed"
-            self._delete_unfinished(current)
-            self._write_status(jobset, status, current)
-            record_event(self.store, self.clock, jobset, reason=reason, message=message,
-                         event_type="Warning", component=COMPONENT)
+                if decision.counted:
+                    status["restartsCountTowardsMax"] = int(
+                        status.get("restartsCountTowardsMax") or 0) + 1
+                self._write_status(jobset, status, current)
+            record_event(self.store, self.clock, jobset, reason=decision.reason,
+                         message=decision.message, event_type="Warning", component=COMPONENT)
             return
 
         if self._succeeded(jobset, current):
@@ -214,7 +224,6 @@ class JobSetController:
                 name = job_name(name_of(jobset), str(rjob.get("name", "")), index)
                 marks = {
                     LABEL_JOBSET_NAME: name_of(jobset),
-                    LABEL_JOBSET_UID: uid_of(jobset),
                     LABEL_REPLICATED_JOB: str(rjob.get("name", "")),
                     LABEL_RESTART_ATTEMPT: str(restarts),
                     LABEL_REPLICATED_JOB_REPLICAS: str(replicas),
@@ -324,24 +333,27 @@ class JobSetController:
         for rjob in _replicated_jobs(jobset):
             name = str(rjob.get("name", ""))
             members = by_rjob.get(name, [])
-            parallelism = int(((rjob.get("template") or {}).get("spec") or {})
-                              .get("parallelism") or 1)
-            running = [j for j in members if not job_finished(j)
-                       and not (j.get("spec") or {}).get("suspend")]
+            # As jobset v0.7.2 counts them (jobset_controller.go, replicated job
+            # statuses): over the unfinished Jobs, "ready" when succeeded + ready pods
+            # reach min(parallelism, completions), "active" when the Job still has
+            # active pods (a suspended Job whose pods are still going counts: Kueue
+            # waits for that before it releases an evicted job's quota), "suspended"
+            # when spec.suspend.
+            unfinished = [j for j in members if not job_finished(j)]
             summary.append({
                 "name": name,
-                "ready": sum(1 for j in running
-                             if int((j.get("status") or {}).get("ready") or 0)
-                             + int((j.get("status") or {}).get("succeeded") or 0)
-                             >= parallelism),
+                "ready": sum(1 for j in unfinished if _pods_ready(j)),
                 "succeeded": sum(1 for j in members if is_true(j, "Complete")),
                 "failed": sum(1 for j in members if is_true(j, "Failed")),
-                "active": len(running),
-                "suspended": sum(1 for j in members if (j.get("spec") or {}).get("suspend")
-                                 and not job_finished(j)),
+                "active": sum(1 for j in unfinished
+                              if int((j.get("status") or {}).get("active") or 0) > 0),
+                "suspended": sum(1 for j in unfinished if (j.get("spec") or {}).get("suspend")),
             })
         status["replicatedJobsStatus"] = summary
-        status.setdefault("restarts", 0)
+        # Go's omitempty: a zero count is not written at all.
+        for key in ("restarts", "restartsCountTowardsMax"):
+            if not status.get(key):
+                status.pop(key, None)
         if status != (jobset.get("status") or {}):
             self._patch(JOBSETS, jobset, {"status": status}, subresource=True)
 

@@ -15,11 +15,13 @@ seconds after its creation, then available (``Available=True``,
 ``MinimumReplicasAvailable``; ``Progressing`` ``NewReplicaSetAvailable``; the pod's
 address ready in the Endpoints of every Service of its namespace that selects its
 pods, so the webhooks answer). ``start_seconds`` defaults to the readiness probe's
-initial delay (``--controller-start-seconds`` of ``python -m sandbox.cluster``);
-:meth:`hold` keeps the managers from becoming ready until :meth:`release`, for tests
-that need the window in which the webhooks do not answer. A Deployment restored from
-a saved state, created long ago, is ready at once: the controllers of a restarted
-sandbox cluster resume.
+initial delay (``--controller-start-seconds`` of ``python -m sandbox.cluster``).
+Tests that need the window in which the webhooks do not answer hold a manager's pod
+unready, as a failing readiness probe would: in process with :meth:`hold` (every
+manager, until :meth:`release`), or through the API with the annotation
+``sandbox.accelops.dev/unready: "true"`` on its Deployment (that manager, until the
+annotation goes). A Deployment restored from a saved state, created long ago, is
+ready at once: the controllers of a restarted sandbox cluster resume.
 
 Not simulated: the controller pods themselves — the sandbox cluster has no CPU node
 pool for them to run on, and the Kueue and JobSet controllers are simulated in
@@ -40,6 +42,7 @@ from sandbox.cluster.objects import (
     ENDPOINTS,
     SERVICES,
     Obj,
+    annotations_of,
     deleting,
     find_condition,
     labels_of,
@@ -53,7 +56,8 @@ from sandbox.cluster.objects import (
 from sandbox.cluster.rollout import set_condition, template_hash
 from sandbox.kubeapi import ApiError, ObjectStore
 
-__all__ = ["DEFAULT_START_SECONDS", "MANAGED_DEPLOYMENTS", "ControllerManagers"]
+__all__ = ["ANNOTATION_UNREADY", "DEFAULT_START_SECONDS", "MANAGED_DEPLOYMENTS",
+           "ControllerManagers"]
 
 # (namespace, name) of the controller Deployments of the pinned releases.
 MANAGED_DEPLOYMENTS = frozenset({
@@ -62,6 +66,8 @@ MANAGED_DEPLOYMENTS = frozenset({
 })
 # The managers' readinessProbe.initialDelaySeconds in both release manifests.
 DEFAULT_START_SECONDS = 5.0
+# On a manager's Deployment: its pod is held unready (a test's readiness probe failing).
+ANNOTATION_UNREADY = "sandbox.accelops.dev/unready"
 
 
 def _template(deployment: Mapping[str, Any]) -> Obj:
@@ -104,7 +110,7 @@ class ControllerManagers:
     # ------------------------------------------------------------------ for tests
 
     def hold(self) -> None:
-        """Keep the managers from becoming ready (those already ready stay ready)."""
+        """Hold every manager's pod unready (their readiness probes failing)."""
         self.held = True
 
     def release(self) -> None:
@@ -145,8 +151,9 @@ class ControllerManagers:
             was_ready = find_condition((deployment.get("status") or {}).get("conditions"),
                                        "Available") or {}
             due = self.ready_at(deployment)
-            ready = was_ready.get("status") == "True" or (not self.held and now >= due)
-            if not ready and not self.held:
+            held = self.held or annotations_of(deployment).get(ANNOTATION_UNREADY) == "true"
+            ready = not held and (was_ready.get("status") == "True" or now >= due)
+            if not ready and not held:
                 next_due = due if next_due is None else min(next_due, due)
             self._status(deployment, ready)
             for service in self.store.list(*SERVICES, namespace=namespace):

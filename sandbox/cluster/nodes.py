@@ -15,6 +15,11 @@ get what GKE gives GPU nodes: the label ``cloud.google.com/gke-accelerator``,
 Pods bound to a Node that no longer exists are failed the way the pod garbage
 collector does it (phase Failed, reason ``NodeLost``, condition
 ``DisruptionTarget``): :meth:`NodePoolController.fail_lost_pods`.
+
+``POOL_DISRUPTED`` (the GKE API's fault injection: a Spot VM preempted, a
+maintenance event on a slice) shuts down one Node of the pool (the one named, else
+the first with running Pods) or, for maintenance, every Node of it, and brings them
+back after the disruption's simulated seconds (:mod:`sandbox.cluster.disruptions`).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sandbox.clock import SimClock
+from sandbox.cluster.disruptions import NodeDisruptions
 from sandbox.cluster.machines import (
     DEFAULT_SIZE,
     MACHINE_SIZES,
@@ -74,7 +80,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-POOL_EVENTS = frozenset({"POOL_RUNNING", "POOL_RESIZED", "POOL_DELETED", "POOL_ERROR"})
+POOL_EVENTS = frozenset({"POOL_RUNNING", "POOL_RESIZED", "POOL_DELETED", "POOL_ERROR",
+                         "POOL_DISRUPTED"})
 ANNOTATION_CLUSTER = "sandbox.accelops.dev/cluster"
 TPU_TAINT: Obj = {"key": TPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
 GPU_TAINT: Obj = {"key": GPU_RESOURCE, "value": "present", "effect": "NoSchedule"}
@@ -139,6 +146,7 @@ class NodePoolController:
         self.clock = clock
         self.cluster = ClusterRef.parse(cluster) if cluster else None
         self._rng = rng or random.Random()  # noqa: S311 - names, not secrets
+        self.disruptions = NodeDisruptions(store, clock, self._rng)
 
     # ------------------------------------------------------------------ events
 
@@ -157,6 +165,8 @@ class NodePoolController:
             self.ensure_nodes(cluster, pool, _pool_node_count(pool))
         elif event == "POOL_DELETED":
             self.ensure_nodes(cluster, pool, 0)
+        elif event == "POOL_DISRUPTED":
+            self.disrupt(pool)
         # POOL_ERROR: GKE leaves whatever VMs came up; nothing changes here.
 
     # ------------------------------------------------------------------ nodes
@@ -180,6 +190,35 @@ class NodePoolController:
             for node in victims[: len(existing) - count]:
                 delete_quietly(self.store, NODES, name_of(node))
             self.fail_lost_pods()
+
+    def disrupt(self, pool: Mapping[str, Any]) -> list[str]:
+        """Shut down the Nodes a ``POOL_DISRUPTED`` event names; returns their names.
+
+        ``pool["disruption"]``: ``kind`` (``preemption``: one Node, ``node`` or else
+        the first running Pods; ``maintenance``: every Node of the pool) and
+        ``seconds`` until they are back.
+        """
+        disruption: Mapping[str, Any] = pool.get("disruption") or {}
+        kind = str(disruption.get("kind") or "")
+        nodes = sorted((n for n in self.nodes_of_pool(str(pool.get("name", "")))
+                        if not deleting(n)), key=name_of)
+        if kind == "preemption":
+            wanted = disruption.get("node")
+            if wanted:
+                nodes = [n for n in nodes if name_of(n) == wanted]
+            else:
+                busy = self._busy_nodes()
+                nodes = [n for n in nodes if name_of(n) in busy][:1] or nodes[:1]
+        if not nodes:
+            log.warning("disruption %r of pool %s found no node to shut down", kind,
+                        pool.get("name"))
+            return []
+        self.disruptions.shut_down(nodes, kind, float(disruption.get("seconds") or 0))
+        return [name_of(n) for n in nodes]
+
+    def bring_back(self) -> float | None:
+        """Bring back disrupted Nodes that are due; returns when the next one is."""
+        return self.disruptions.bring_back()
 
     def _busy_nodes(self) -> set[str]:
         return {

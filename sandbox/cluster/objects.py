@@ -68,7 +68,6 @@ ANNOTATION_ADMITTED_AT = "sandbox.accelops.dev/admitted-at"
 
 ANNOTATION_EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
 LABEL_JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
-LABEL_JOBSET_UID = "jobset.sigs.k8s.io/jobset-uid"
 LABEL_REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
 LABEL_REPLICATED_JOB_REPLICAS = "jobset.sigs.k8s.io/replicatedjob-replicas"
 LABEL_GLOBAL_REPLICAS = "jobset.sigs.k8s.io/global-replicas"

@@ -1,15 +1,15 @@
 """Wires the cluster controllers together and drives them on the simulated clock.
 
 One reconcile *pass* runs every controller once, in the order a change flows
-through a cluster: node pool events and lost-node pods, Kueue admission, the
-JobSet and Job controllers, the HorizontalPodAutoscaler, the Kueue and JobSet
-controller managers' readiness (:mod:`sandbox.cluster.managers`), Deployment and
-ReplicaSet controllers, owner garbage collection, the scheduler, Services
-(endpoints drop a deleted pod before its process is told to stop), then the
-kubelets (the process kubelet for pods whose images have a launcher, the
-simulated pod runtime for the rest). Every controller is level-triggered (it
-reads the store and corrects what differs), so passes are idempotent and may
-run any time.
+through a cluster: node pool events (disruptions included), lost-node pods,
+disrupted nodes coming back, Kueue admission, the JobSet and Job controllers, the
+HorizontalPodAutoscaler, the Kueue and JobSet controller managers' readiness
+(:mod:`sandbox.cluster.managers`), Deployment and ReplicaSet controllers, owner
+garbage collection, the scheduler, Services (endpoints drop a deleted pod before its
+process is told to stop), then the kubelets (the process kubelet for pods whose
+images have a launcher, the simulated pod runtime for the rest). Every controller
+is level-triggered (it reads the store and corrects what differs), so passes are
+idempotent and may run any time.
 
 Real processes (``launchers``: image substring → :data:`Launcher`) run on real
 time: their readiness probes, restart back-off, preStop sleeps and grace periods
@@ -25,10 +25,10 @@ controllers single-threaded however many threads write to the store: store
 callbacks and GKE node pool events only *wake* that thread (callbacks run
 outside the store lock and the passes' own writes cause more callbacks, so
 nothing is done inside them). The thread also wakes every ``tick`` real seconds
-and when the next pod, availability or progress deadline is due on the
-SimClock, so time-based transitions happen as the clock runs or is advanced;
-the process kubelet's prober thread wakes it when a probe flips or a process
-exits. Tests can instead call
+and when the next pod, availability or progress deadline, or a disrupted node's
+return, is due on the SimClock, so time-based transitions happen as the clock
+runs or is advanced; the process kubelet's prober thread wakes it when a probe
+flips or a process exits. Tests can instead call
 :meth:`Simulation.settle` (passes until nothing changes) without starting it.
 """
 
@@ -160,11 +160,12 @@ class Simulation:
                 event, cluster_path, pool = self._pool_events.popleft()
                 self.nodes.on_pool_event(event, cluster_path, pool)
             self.nodes.fail_lost_pods()
+            node_due = self.nodes.bring_back()
             self.kueue.reconcile()
             self.jobsets.reconcile()
             self.jobs.reconcile()
             self.hpa.reconcile()
-            dues = [self.managers.reconcile(), self.deployments.reconcile(),
+            dues = [node_due, self.managers.reconcile(), self.deployments.reconcile(),
                     self.replicasets.reconcile()]
             self.gc.collect()
             self.scheduler.reconcile()

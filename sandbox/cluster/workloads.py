@@ -1,16 +1,27 @@
 """What Kueue's JobSet integration derives from a JobSet, as pure functions.
 
 The Workload's name and body (one pod set per replicated job, ``count`` =
-replicas * parallelism), the pod sets' ``google.com/tpu`` requests for flavor
-assignment, the admission's ``podSetAssignments``, and the replicated jobs with
-their assigned flavors' nodeLabels merged into the pods' nodeSelector. The
-controller that acts on them is :mod:`sandbox.cluster.kueue`.
+replicas * parallelism), its priority, the pod sets' ``google.com/tpu`` requests
+for flavor assignment, the admission's ``podSetAssignments``, the replicated jobs
+with their assigned flavors' nodeLabels merged into the pods' nodeSelector, and
+back without them when the job is stopped. The controller that acts on them is
+:mod:`sandbox.cluster.kueue`.
+
+The priority is Kueue v0.10.1's (``pkg/controller/jobframework/reconciler.go``
+``extractPriority``, ``pkg/util/priority/priority.go``): the value of the
+WorkloadPriorityClass the ``kueue.x-k8s.io/priority-class`` label names; without
+the label, that of the PriorityClass the first pod template naming one names;
+without either, the lowest ``globalDefault`` PriorityClass's; else 0. A class named
+but missing is the client's NotFound error: Kueue creates no Workload, logs it and
+retries, and the JobSet stays suspended (:class:`MissingPriorityClass`). There is
+no fallback to built-in priorities.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from sandbox.cluster.flavors import Assignment, Flavor, PodSet
@@ -32,13 +43,38 @@ from sandbox.cluster.objects import (
 )
 
 __all__ = [
+    "POD_PRIORITY_CLASS_SOURCE",
+    "WORKLOAD_PRIORITY_CLASS_SOURCE",
+    "MissingPriorityClass",
+    "Priority",
+    "class_value",
     "flavored_replicated_jobs",
     "jobset_tpu_request",
     "pod_set_assignments",
     "pod_sets",
+    "restored_replicated_jobs",
     "workload_body",
     "workload_name",
+    "workload_priority",
 ]
+
+# pkg/constants: Workload.spec.priorityClassSource for each kind of class.
+WORKLOAD_PRIORITY_CLASS_SOURCE = "kueue.x-k8s.io/workloadpriorityclass"
+POD_PRIORITY_CLASS_SOURCE = "scheduling.k8s.io/priorityclass"
+
+
+@dataclass(frozen=True)
+class Priority:
+    """A Workload's ``spec.priority``, ``priorityClassName`` and ``priorityClassSource``."""
+
+    value: int = 0
+    class_name: str = ""
+    source: str = ""
+
+
+class MissingPriorityClass(Exception):
+    """The priority class a job names does not exist; ``str()`` is the API client's
+    error, as Kueue logs it."""
 
 
 def workload_name(jobset: Mapping[str, Any]) -> str:
@@ -73,23 +109,54 @@ def jobset_tpu_request(jobset: Mapping[str, Any]) -> int:
     return sum(pod_set.chips for pod_set in pod_sets(jobset))
 
 
-def workload_body(jobset: Mapping[str, Any], queue: str,
-                  priorities: Mapping[str, int]) -> Obj:
+def workload_priority(jobset: Mapping[str, Any], workload_classes: Mapping[str, int],
+                      pod_classes: Mapping[str, Mapping[str, Any]]) -> Priority:
+    """The priority Kueue gives the JobSet's Workload (module docstring);
+    ``workload_classes``: WorkloadPriorityClass name → value, ``pod_classes``:
+    PriorityClass name → object. Raises MissingPriorityClass."""
+    name = labels_of(jobset).get(LABEL_PRIORITY, "")
+    if name:
+        if name not in workload_classes:
+            raise MissingPriorityClass(
+                f'workloadpriorityclasses.kueue.x-k8s.io "{name}" not found')
+        return Priority(workload_classes[name], name, WORKLOAD_PRIORITY_CLASS_SOURCE)
+    named = next((str(_pod_spec(rj).get("priorityClassName")) for rj in _replicated_jobs(jobset)
+                  if _pod_spec(rj).get("priorityClassName")), "")
+    if named:
+        if named not in pod_classes:
+            raise MissingPriorityClass(f'priorityclasses.scheduling.k8s.io "{named}" not found')
+        return Priority(class_value(pod_classes[named]), named, POD_PRIORITY_CLASS_SOURCE)
+    defaults = sorted((class_value(pc), pc_name) for pc_name, pc in pod_classes.items()
+                      if pc.get("globalDefault") is True)
+    if defaults:
+        value, pc_name = defaults[0]
+        return Priority(value, pc_name, POD_PRIORITY_CLASS_SOURCE)
+    return Priority()
+
+
+def class_value(priority_class: Mapping[str, Any]) -> int:
+    """A (Workload)PriorityClass's ``value`` (0 when unreadable)."""
+    try:
+        return int(priority_class.get("value", 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+def workload_body(jobset: Mapping[str, Any], queue: str, priority: Priority) -> Obj:
     """The Workload Kueue creates for a JobSet queued on LocalQueue ``queue``."""
-    priority_class = labels_of(jobset).get(LABEL_PRIORITY, "")
     spec: Obj = {
         "active": True,
         "queueName": queue,
-        "priority": priorities.get(priority_class, 0),
+        "priority": priority.value,
         "podSets": [
             {"name": str(rj.get("name", "")), "count": _pod_count(rj),
              "template": ((rj.get("template") or {}).get("spec") or {}).get("template", {})}
             for rj in _replicated_jobs(jobset)
         ],
     }
-    if priority_class:
-        spec["priorityClassName"] = priority_class
-        spec["priorityClassSource"] = "kueue.x-k8s.io/workloadpriorityclass"
+    if priority.class_name:
+        spec["priorityClassName"] = priority.class_name
+        spec["priorityClassSource"] = priority.source
     return {
         "apiVersion": WORKLOAD_API_VERSION,
         "kind": "Workload",
@@ -134,4 +201,26 @@ def flavored_replicated_jobs(jobset: Mapping[str, Any],
         pod_spec["nodeSelector"] = {**(pod_spec.get("nodeSelector") or {}),
                                     **flavor.node_labels}
         changed = True
+    return rjobs if changed else None
+
+
+def restored_replicated_jobs(jobset: Mapping[str, Any],
+                             workload: Mapping[str, Any]) -> list[Obj] | None:
+    """The replicated jobs with each pod template's nodeSelector as the Workload's pod
+    set recorded it before admission (``RestorePodSetsInfo`` on stop); None when
+    nothing differs."""
+    recorded = {str(ps.get("name", "")): ((ps.get("template") or {}).get("spec") or {})
+                for ps in (workload.get("spec") or {}).get("podSets") or []}
+    rjobs = copy.deepcopy(_replicated_jobs(jobset))
+    changed = False
+    for rjob in rjobs:
+        original = recorded.get(str(rjob.get("name", "")))
+        if original is None:
+            continue
+        pod_spec = rjob.setdefault("template", {}).setdefault("spec", {}) \
+            .setdefault("template", {}).setdefault("spec", {})
+        wanted = dict(original.get("nodeSelector") or {})
+        if dict(pod_spec.get("nodeSelector") or {}) != wanted:
+            pod_spec["nodeSelector"] = wanted
+            changed = True
     return rjobs if changed else None

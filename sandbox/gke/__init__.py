@@ -17,6 +17,8 @@ simulated clock::
     server.faults.stockout_for(900)       # creates end in ERROR (GCE_STOCKOUT)
     server.faults.set_latency(0.1)        # every API call waits 0.1 real seconds
     state.upgrade_for(600)                # pool operations: FAILED_PRECONDITION
+    state.disrupt("preemption", "spot-pool")   # a Spot VM reclaimed (POOL_DISRUPTED)
+    state.disrupt("maintenance", "tpu-slice")  # every host of the slice, for a while
     ...
     server.stop()
 
@@ -39,7 +41,9 @@ from sandbox.gke.faults import Fault, FaultInjector, PoolError, Stockout
 from sandbox.gke.operations import DEFAULT_MAX_CONCURRENT_OPERATIONS, UPGRADE_MASTER
 from sandbox.gke.server import GkeApiServer, RequestLog, RequestRecord
 from sandbox.gke.state import (
+    DISRUPTION_SECONDS,
     POOL_DELETED,
+    POOL_DISRUPTED,
     POOL_ERROR,
     POOL_EVENTS,
     POOL_RESIZED,
@@ -54,7 +58,9 @@ from sandbox.gke.state import (
 
 __all__ = [
     "DEFAULT_MAX_CONCURRENT_OPERATIONS",
+    "DISRUPTION_SECONDS",
     "POOL_DELETED",
+    "POOL_DISRUPTED",
     "POOL_ERROR",
     "POOL_EVENTS",
     "POOL_RESIZED",

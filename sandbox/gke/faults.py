@@ -26,6 +26,12 @@ A cluster-level operation (a control-plane upgrade that blocks node-pool
 operations) is an operation, not a request fault: :meth:`GkeState.upgrade_for
 <sandbox.gke.state.GkeState.upgrade_for>`.
 
+Node disruptions are not request faults either: :meth:`GkeState.disrupt
+<sandbox.gke.state.GkeState.disrupt>` preempts a Spot VM of a pool, or runs a host
+maintenance event on every VM of a pool (a TPU slice); the cluster simulation ends
+the pods there as the kubelet's graceful node shutdown does (``DisruptionTarget``)
+and brings the nodes back later (:mod:`sandbox.cluster.disruptions`).
+
 Stockout wording: GKE's "Troubleshoot node pools" page lists "The zone does not
 have enough resources available to fulfill the request. Try a different zone, or
 try again later." with the codes GCE_STOCKOUT / ZONE_RESOURCE_POOL_EXHAUSTED, and

@@ -23,6 +23,16 @@ recorded, never hit by injected faults)::
            /sandbox/v1/faults      {"kind": "latency", "seconds": 0.1}: every
                                     Container API request waits that many real
                                     seconds before it is handled (0: none)
+           /sandbox/v1/faults      {"kind": "preemption", "pool", "node",
+                                    "for_seconds", "cluster"}: Compute Engine
+                                    reclaims a Spot VM of the pool (the node named,
+                                    else one running pods): its pods fail with
+                                    DisruptionTarget, the node is NotReady until
+                                    recreated for_seconds later (default 180)
+           /sandbox/v1/faults      {"kind": "maintenance", "pool", "for_seconds",
+                                    "cluster"}: a host maintenance event on every
+                                    VM of the pool (a TPU slice), back after
+                                    for_seconds (default 600)
     GET    /sandbox/v1/faults      armed faults, open stockout windows, "latency"
     DELETE /sandbox/v1/faults      disarm everything (pool errors, stockouts and
                                     latency too; a running upgrade ends on its own)
@@ -61,7 +71,7 @@ from sandbox.gke.driver import OperationDriver
 from sandbox.gke.errors import GkeError, JsonObject
 from sandbox.gke.faults import MUTATING, FaultInjector
 from sandbox.gke.records import Cluster, rfc3339
-from sandbox.gke.state import GkeState
+from sandbox.gke.state import DISRUPTION_SECONDS, GkeState
 from sandbox.gke.wire import decode_request, encode_response, wants_int_enums
 from sandbox.httpserver import ApiHttpServer, ApiRequestHandler
 from sandbox.statefile import load_state, save_state
@@ -367,6 +377,8 @@ class GkeApiServer:
                 raise ValueError("a 'latency' fault needs seconds (real seconds per request)")
             faults.set_latency(float(data["seconds"]))
             return self._faults_json()
+        if (method, what) == ("POST", "faults") and data.get("kind") in DISRUPTION_SECONDS:
+            return self._disruption(data)
         if (method, what) == ("POST", "faults") and "kind" in data:
             return self._window_fault(data)
         if (method, what) == ("POST", "faults"):
@@ -427,7 +439,20 @@ class GkeApiServer:
             self.state.faults.stockout_for(seconds, reason=kind, cluster=cluster,
                                            message=message)
             return self._faults_json()
-        raise ValueError(f"unknown fault kind {kind!r} (upgrade, stockout, quota, latency)")
+        raise ValueError(f"unknown fault kind {kind!r} (upgrade, stockout, quota, latency, "
+                         f"preemption, maintenance)")
+
+    def _disruption(self, data: JsonObject) -> JsonObject:
+        """``{"kind": "preemption" | "maintenance", "pool", "node", "for_seconds",
+        "cluster"}``: the disruption as started."""
+        if not data.get("pool"):
+            raise ValueError(f"a {data['kind']!r} fault needs the pool whose nodes it hits")
+        seconds = None if data.get("for_seconds") is None else float(data["for_seconds"])
+        cluster = None if data.get("cluster") is None else str(data["cluster"])
+        node = None if data.get("node") is None else str(data["node"])
+        disruption = self.state.disrupt(str(data["kind"]), str(data["pool"]), cluster=cluster,
+                                        node=node, for_seconds=seconds)
+        return {**self._faults_json(), "disruption": disruption}
 
     def _faults_json(self) -> JsonObject:
         faults = self.state.faults

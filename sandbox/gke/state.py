@@ -66,7 +66,9 @@ from sandbox.gke.validation import (
 )
 
 __all__ = [
+    "DISRUPTION_SECONDS",
     "POOL_DELETED",
+    "POOL_DISRUPTED",
     "POOL_ERROR",
     "POOL_EVENTS",
     "POOL_RESIZED",
@@ -86,7 +88,14 @@ POOL_RUNNING = "POOL_RUNNING"  # the pool became RUNNING: nodeCount nodes should
 POOL_RESIZED = "POOL_RESIZED"  # a resize finished: nodeCount nodes should exist
 POOL_DELETED = "POOL_DELETED"  # the pool and its nodes are gone
 POOL_ERROR = "POOL_ERROR"  # creation failed: status ERROR, no nodes
-POOL_EVENTS = (POOL_RUNNING, POOL_RESIZED, POOL_DELETED, POOL_ERROR)
+# Nodes of the pool go down and come back (pool JSON + "disruption": kind, node, seconds)
+POOL_DISRUPTED = "POOL_DISRUPTED"
+POOL_EVENTS = (POOL_RUNNING, POOL_RESIZED, POOL_DELETED, POOL_ERROR, POOL_DISRUPTED)
+
+#: Simulated seconds a disrupted node stays down unless the fault says otherwise: a
+#: preempted Spot VM until its instance group has recreated it, a host maintenance
+#: event until the host is back.
+DISRUPTION_SECONDS = {"preemption": 180.0, "maintenance": 600.0}
 
 Observer = Callable[[str, str, JsonObject], None]
 
@@ -260,6 +269,48 @@ class GkeState:
                 raise not_found(f"cluster {cluster}")
             return [self._start(c, UPGRADE_MASTER, "", sim_seconds).as_json()
                     for c in targets]
+
+    def disrupt(self, kind: str, pool: str, *, cluster: str | None = None,
+                node: str | None = None, for_seconds: float | None = None) -> JsonObject:
+        """Disrupt the nodes of a running pool: ``preemption`` (Compute Engine reclaims
+        one Spot VM: ``node``, else the cluster picks) or ``maintenance`` (a host
+        maintenance event takes every VM of the pool, e.g. a TPU slice). Observers get
+        ``POOL_DISRUPTED``; the nodes are back after ``for_seconds`` simulated seconds.
+
+        ``cluster``: a cluster name or path (default: the one holding ``pool``).
+        Raises NOT_FOUND for an unknown pool, FAILED_PRECONDITION for a pool with no
+        running nodes or, for a preemption, one not on Spot or preemptible VMs, and
+        ValueError for an unknown kind or a non-positive duration.
+        """
+        if kind not in DISRUPTION_SECONDS:
+            raise ValueError(f"unknown disruption {kind!r} (preemption, maintenance)")
+        seconds = DISRUPTION_SECONDS[kind] if for_seconds is None else float(for_seconds)
+        if seconds <= 0:
+            raise ValueError("for_seconds must be positive")
+        with self._ticked():
+            found = [(c, self._pools[c.path][pool]) for c in self._clusters.values()
+                     if (cluster is None or cluster in (c.name, c.path))
+                     and pool in self._pools.get(c.path, {})]
+            if not found:
+                raise not_found(f"node pool {pool}" + (f" of {cluster}" if cluster else ""))
+            target, record = found[0]
+            if record.status not in ("RUNNING", "RUNNING_WITH_ERROR") or not record.node_count:
+                raise failed_precondition(
+                    f"Node pool {target.path}/nodePools/{pool} is in status {record.status} "
+                    f"with {record.node_count} node(s): nothing runs there to disrupt.")
+            config = record.spec.get("config") or {}
+            if kind == "preemption" and not (config.get("spot") or config.get("preemptible")):
+                raise failed_precondition(
+                    f"Node pool {target.path}/nodePools/{pool} does not run on Spot or "
+                    f"preemptible VMs: Compute Engine preempts only those.")
+            disruption: JsonObject = {"kind": kind, "seconds": seconds}
+            if node:
+                disruption["node"] = node
+            if self._observers:
+                body = self._observed(target, record)
+                body["disruption"] = disruption
+                self._events.append((POOL_DISRUPTED, target.path, body))
+            return {"cluster": target.path, "pool": pool, **disruption}
 
     def pools(self, cluster_path: str | None = None) -> list[tuple[str, JsonObject]]:
         """Every pool as observers see it (with ``nodeCount``): ``(cluster_path, pool)``."""

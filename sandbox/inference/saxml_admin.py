@@ -29,7 +29,11 @@ sees, so this models the admin (``saxml/admin/mgr.go``, ``validator.go``,
 
 The stand-in assigns every requested replica at once (the admin does it on its
 next refresh, within 10 s, if idle model servers can serve the model path; here
-there are always enough). A load takes ``load_seconds`` of real time (default 1 s)
+there are always enough). Not simulated: model servers joining and leaving the cell.
+The stand-in's servers are not the cluster's model-server pods, so a published model
+keeps answering while its pods crash, are lost or are created again; whether a
+version's servers run is read from the cluster (``reconcile_models`` does), never
+from the proxy. A load takes ``load_seconds`` of real time (default 1 s)
 and then succeeds or fails by the checkpoint rule below, once; ``/generate`` for a
 published model waits up to ``pending_seconds`` for a servable replica and then
 answers 400 with the model server's NotFound text (a guess at what the real proxy

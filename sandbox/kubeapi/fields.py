@@ -11,122 +11,31 @@ Schemas come from two places:
 
 * built-in kinds: the ``kubernetes`` client's generated models (``openapi_types``
   and ``attribute_map``), which are generated from kube-apiserver's own OpenAPI;
-* the custom resources this project uses (Kueue ``v1beta1``, JobSet ``v1alpha2``):
-  the tables below, transcribed from their CRDs. Where this project never
-  writes (``status``, some nested policy blocks) the schema is ``object``: any
-  content is accepted there.
+* custom resources with a CRD in :mod:`sandbox.kubeapi.crd_schema` (JobSet, Kueue's
+  kinds, PodMonitoring): the pruning algorithm of their structural schema
+  (:mod:`sandbox.kubeapi.crd_decode`), with their ``metadata`` decoded as the built-in
+  ObjectMeta, as the custom resource decoder does.
 
-Only unknown *fields* are detected: value types, enums, required fields and
-CEL rules are not validated. Resources of other groups are not checked at all.
+Value types, enums, required fields and CEL rules of custom resources are validated on
+write (:mod:`sandbox.kubeapi.custom_resources`); of built-in kinds, only unknown
+fields are. Resources of other groups are not checked at all.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.kubeapi import resources
+from sandbox.kubeapi import crd_decode, crd_schema, resources
 from sandbox.kubeapi.errors import ApiError, JsonObject
 
 _PRIMITIVES = frozenset({"str", "int", "float", "bool", "datetime", "date", "bytes", "object"})
 _LIST = re.compile(r"^List\[(.+)\]$")
 _DICT = re.compile(r"^Dict\[str, (.+)\]$")
-
-_META = {"apiVersion": "str", "kind": "str", "metadata": "V1ObjectMeta"}
-
-# Custom resource schemas, by type name; "object" is any content.
-_CRD_TYPES: dict[str, dict[str, str]] = {
-    "JobSet": {**_META, "spec": "JobSetSpec", "status": "object"},
-    "JobSetSpec": {
-        "replicatedJobs": "List[ReplicatedJob]",
-        "network": "JobSetNetwork",
-        "successPolicy": "JobSetSuccessPolicy",
-        "failurePolicy": "JobSetFailurePolicy",
-        "startupPolicy": "JobSetStartupPolicy",
-        "suspend": "bool",
-        "coordinator": "JobSetCoordinator",
-        "managedBy": "str",
-        "ttlSecondsAfterFinished": "int",
-    },
-    "ReplicatedJob": {
-        "name": "str",
-        "groupName": "str",
-        "template": "V1JobTemplateSpec",
-        "replicas": "int",
-        "dependsOn": "List[JobSetDependsOn]",
-    },
-    "JobSetDependsOn": {"name": "str", "status": "str"},
-    "JobSetNetwork": {
-        "enableDNSHostnames": "bool",
-        "subdomain": "str",
-        "publishNotReadyAddresses": "bool",
-    },
-    "JobSetSuccessPolicy": {"operator": "str", "targetReplicatedJobs": "List[str]"},
-    "JobSetFailurePolicy": {
-        "maxRestarts": "int",
-        "restartStrategy": "str",
-        "rules": "List[object]",
-    },
-    "JobSetStartupPolicy": {"startupPolicyOrder": "str"},
-    "JobSetCoordinator": {"replicatedJob": "str", "jobIndex": "int", "podIndex": "int"},
-    "ResourceFlavor": {**_META, "spec": "ResourceFlavorSpec"},
-    "ResourceFlavorSpec": {
-        "nodeLabels": "Dict[str, str]",
-        "nodeTaints": "List[V1Taint]",
-        "tolerations": "List[V1Toleration]",
-        "topologyName": "str",
-    },
-    "ClusterQueue": {**_META, "spec": "ClusterQueueSpec", "status": "object"},
-    "ClusterQueueSpec": {
-        "resourceGroups": "List[ResourceGroup]",
-        "cohort": "str",
-        "queueingStrategy": "str",
-        "namespaceSelector": "V1LabelSelector",
-        "flavorFungibility": "object",
-        "preemption": "object",
-        "admissionChecks": "List[str]",
-        "admissionChecksStrategy": "object",
-        "stopPolicy": "str",
-        "fairSharing": "FairSharing",
-        "admissionScope": "object",
-    },
-    "ResourceGroup": {"coveredResources": "List[str]", "flavors": "List[FlavorQuotas]"},
-    "FlavorQuotas": {"name": "str", "resources": "List[ResourceQuota]"},
-    "ResourceQuota": {
-        "name": "str",
-        "nominalQuota": "object",
-        "borrowingLimit": "object",
-        "lendingLimit": "object",
-    },
-    "FairSharing": {"weight": "object"},
-    "LocalQueue": {**_META, "spec": "LocalQueueSpec", "status": "object"},
-    "LocalQueueSpec": {"clusterQueue": "str", "stopPolicy": "str", "fairSharing": "FairSharing"},
-    # WorkloadPriorityClass has no spec: value and description sit at the top level.
-    "WorkloadPriorityClass": {**_META, "value": "int", "description": "str"},
-    "Workload": {**_META, "spec": "WorkloadSpec", "status": "object"},
-    "WorkloadSpec": {
-        "podSets": "List[PodSet]",
-        "queueName": "str",
-        "priorityClassName": "str",
-        "priority": "int",
-        "priorityClassSource": "str",
-        "active": "bool",
-        "maximumExecutionTimeSeconds": "int",
-    },
-    "PodSet": {
-        "name": "str",
-        "template": "V1PodTemplateSpec",
-        "count": "int",
-        "minCount": "int",
-        "topologyRequest": "object",
-    },
-}
-
-# Group versions whose kinds are tabled above under their own names.
-_CRD_GROUP_VERSIONS = frozenset({("jobset.x-k8s.io", "v1alpha2"), ("kueue.x-k8s.io", "v1beta1")})
-
+_CRD = "crd"  # root_type of a custom resource with a CRD schema
 
 @dataclass
 class FieldReport:
@@ -137,9 +46,10 @@ class FieldReport:
 
 
 def root_type(group: str, version: str, kind: str) -> str | None:
-    """The schema name for objects of this kind, or None when the sandbox has none."""
-    if (group, version) in _CRD_GROUP_VERSIONS:
-        return kind if kind in _CRD_TYPES else None
+    """The built-in model name for objects of this kind, ``"crd"`` for a custom resource
+    with a CRD schema, None when the sandbox has neither."""
+    if crd_schema.version_schema(group, version, kind) is not None:
+        return _CRD
     if not resources.is_builtin(group):
         return None
     version_word = version[:1].upper() + version[1:]
@@ -151,7 +61,8 @@ def root_type(group: str, version: str, kind: str) -> str | None:
 
 
 def load_models() -> None:
-    """Import the generated models now, on the calling thread (~0.4 s, once).
+    """Import the generated models and compile the CRDs now, on the calling thread
+    (~0.4 s and ~0.9 s, once).
 
     A server calls this before it accepts requests. Left to the first request
     thread that checks a body, the import can race another thread of the process
@@ -161,12 +72,12 @@ def load_models() -> None:
     """
     import kubernetes.client.models  # noqa: F401
 
+    crd_schema.load()
+
 
 @functools.cache
 def _fields(type_name: str) -> dict[str, str] | None:
     """JSON field name -> type expression of a schema type, None when unknown."""
-    if type_name in _CRD_TYPES:
-        return _CRD_TYPES[type_name]
     # Imported by load_models before the server starts; here it is a lookup.
     from kubernetes.client import models
 
@@ -178,11 +89,34 @@ def _fields(type_name: str) -> dict[str, str] | None:
     return {str(names[attr]): str(expr) for attr, expr in types.items()}
 
 
-def check(type_name: str, body: Any) -> FieldReport:
-    """Walk ``body`` against the schema ``type_name``; never modifies ``body``."""
+def check(type_name: str, body: Any, crd: tuple[str, str, str] | None = None, *,
+          by_keys: bool = False) -> FieldReport:
+    """Walk ``body`` against the built-in schema ``type_name``, or the CRD schema of
+    ``crd`` = (group, version, kind); never modifies ``body``. ``by_keys``: name items of
+    a CRD's set and map lists by their keys, as server-side apply does."""
     report = FieldReport(pruned=None)
+    if crd is not None:
+        served = crd_schema.version_schema(*crd)
+        if served is not None and isinstance(body, dict):
+            pruned = copy.deepcopy(body)
+            unknown = crd_decode.prune(pruned, served.schema, root=True, by_keys=by_keys)
+            if "metadata" in body:
+                pruned["metadata"] = _walk("V1ObjectMeta", body["metadata"], "metadata",
+                                           report.unknown)
+            report.unknown.extend(unknown)
+            report.pruned = pruned
+            return report
     report.pruned = _walk(type_name, body, "", report.unknown)
     return report
+
+
+def _check_kind(group: str, version: str, kind: str, body: Any, *,
+                by_keys: bool = False) -> FieldReport | None:
+    schema = root_type(group, version, kind)
+    if schema is None:
+        return None
+    return check(schema, body, (group, version, kind) if schema == _CRD else None,
+                 by_keys=by_keys)
 
 
 def directive(value: str | None) -> str:
@@ -202,8 +136,7 @@ def checked_write(
     """A create, update or merge-patch body without its unknown fields, and the Warning
     header naming them; 400 ApiError under ``Strict``, worded like the real decoders."""
     wanted = directive(validation)
-    schema = root_type(group, version, kind)
-    report = check(schema, body) if schema else FieldReport(body)
+    report = _check_kind(group, version, kind, body) or FieldReport(body)
     if not report.unknown:
         return body, {}
     if wanted == "Strict":
@@ -225,8 +158,8 @@ def checked_write(
 def check_applied(group: str, version: str, kind: str, body: JsonObject, where: str) -> None:
     """Server-side apply refuses unknown fields whatever the directive: a 500 whose message
     is the one kube-apiserver's field manager gives (``where`` is ``namespace/name``)."""
-    schema = root_type(group, version, kind)
-    unknown = check(schema, body).unknown if schema else []
+    report = _check_kind(group, version, kind, body, by_keys=True)
+    unknown = report.unknown if report is not None else []
     if not unknown:
         return
     errors = [f".{path}: field not declared in schema" for path in unknown]

@@ -6,8 +6,10 @@ other group, cluster-scoped and ``/namespaces/{ns}/...`` paths, the
 ``/status`` subresource), verbs and their status codes (201 on create and on
 apply-create, 200 otherwise), list bodies, delete replies, discovery
 (:mod:`~sandbox.kubeapi.discovery`), OpenAPI v3 stubs (:mod:`~sandbox.kubeapi.openapi`),
-unknown-field handling per ``fieldValidation`` (:mod:`~sandbox.kubeapi.fields`) and
-access reviews (:mod:`~sandbox.kubeapi.reviews`). It is free of sockets so it can be
+unknown-field handling per ``fieldValidation`` (:mod:`~sandbox.kubeapi.fields`), a
+custom resource's create dropping its ``status`` when its CRD has the status subresource
+(the object store then decodes and validates it: :mod:`~sandbox.kubeapi.custom_resources`)
+and access reviews (:mod:`~sandbox.kubeapi.reviews`). It is free of sockets so it can be
 reasoned about (and tested) on its own; :mod:`sandbox.kubeapi.server` does the HTTP
 plumbing and the access checks (:mod:`~sandbox.kubeapi.access`) around it.
 
@@ -410,6 +412,9 @@ class ApiRouter:
             raise ApiError.path_not_found()
         dry_run = self._dry_run(request)
         body, warnings = self._checked(request, target, self._body_object(request, target))
+        custom = self.store.types.custom(target.group, target.resource)
+        if custom is not None and target.version in custom.status_versions:
+            body.pop("status", None)  # a custom resource's create cannot set its status
         created = self.store.create(target.group, target.resource, body, namespace=target.namespace,
                                     admission=self._admission(request, target, dry_run),
                                     dry_run=dry_run)

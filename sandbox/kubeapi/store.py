@@ -24,20 +24,23 @@ GKE live here rather than in the HTTP layer:
   contents; it stays ``Terminating`` while finalizers hold any of them;
 * namespaced objects need their Namespace (404 ``namespaces "x" not found``,
   403 while it is terminating); a Namespace always carries the label
-  ``kubernetes.io/metadata.name`` with its name, as the real API sets it.
+  ``kubernetes.io/metadata.name`` with its name, as the real API sets it;
+* custom resources of the kinds the sandbox has CRDs for are decoded (pruned,
+  defaulted) and validated against them on every create and update, whoever writes
+  (:mod:`sandbox.kubeapi.custom_resources`): 422 ``Invalid`` as the real API answers.
 
-Custom resources are stored like any other object; which of their types the API
-*serves* is decided by the CRDs stored here (:attr:`ObjectStore.types`, see
-:mod:`sandbox.kubeapi.registry`): the HTTP layer refuses the others, simulated
-controllers writing directly are not checked.
+Which custom types the API *serves* is decided by the CRDs stored here
+(:attr:`ObjectStore.types`, see :mod:`sandbox.kubeapi.registry`): the HTTP layer
+refuses the others (simulated controllers writing directly are not checked).
 
-Writes from the API pass an ``admission`` (:class:`Admission`): the store calls its
-``mutate`` before and its ``validate`` after its own checks, in kube-apiserver's
-order (namespace lifecycle, mutating admission, name generation and object
-validation, validating admission, then the conflict and "already exists" checks of
-storage), under the store lock so the object admitted is the object stored. With
-``dry_run=True`` a write runs every step but stores nothing and emits no event: the
-result is the object as it would be (a created one without ``resourceVersion``).
+Writes from the API pass an ``admission`` (:class:`Admission`), called in
+kube-apiserver's order under the store lock, so the object admitted is the object
+stored: namespace lifecycle; a custom resource decoded; ``admission.mutate``
+(mutating webhooks); name generation, object checks and, for custom resources,
+decoding again and schema validation; ``admission.validate`` (validating webhooks);
+then the conflict and "already exists" checks of storage. With ``dry_run=True`` a
+write runs every step but stores nothing and emits no event: the result is the object
+as it would be (a created one without ``resourceVersion``).
 
 Pods' container logs live beside the objects (``pod_logs``, written by the simulated
 pod runtime, read through the ``log`` subresource).
@@ -62,7 +65,7 @@ from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple, Protocol
 
-from sandbox.kubeapi import resources
+from sandbox.kubeapi import custom_resources, resources
 from sandbox.kubeapi.errors import ApiError, JsonObject
 from sandbox.kubeapi.patch import PatchType, apply_patch, apply_patch_body
 from sandbox.kubeapi.podlogs import PodLogs
@@ -651,6 +654,8 @@ class ObjectStore:
         if not new.get("kind"):
             new["kind"] = self.kind_of(group, resource)
         if admission is not None:
+            # Decoded (pruned, defaulted) before the mutating webhooks see it.
+            custom_resources.decode_resource(group, resource, new)
             new = admission.mutate("CREATE", None, new)
             meta = _metadata(new)
             self._resolve_namespace(group, resource, meta, ns or None)
@@ -660,6 +665,8 @@ class ObjectStore:
         self._validate_name(group, resource, name)
         assert isinstance(name, str)
         self._validate_labels(group, resource, meta)
+        new = custom_resources.admit(group, resource, new, None)
+        meta = _metadata(new)
         for field in ("deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(field, None)
         meta["uid"] = str(uuid.uuid4())
@@ -762,6 +769,7 @@ class ObjectStore:
                 f"{old_meta['uid']}",
             )
         if admission is not None:
+            custom_resources.decode_resource(group, resource, new)
             new = admission.mutate("UPDATE", copy.deepcopy(old), new)
 
         if subresource == "status":
@@ -805,6 +813,7 @@ class ObjectStore:
                     result[field] = old[field]
         result_meta = result["metadata"]
         result_meta["resourceVersion"] = old_meta["resourceVersion"]
+        result = custom_resources.admit(group, resource, result, old, subresource)
         generation = int(old_meta.get("generation", 1))
         if _spec_part(result) != _spec_part(old):
             generation += 1

@@ -1,4 +1,5 @@
-"""``accelops deploy generate``, ``accelops manifests render`` and ``accelops doctor``.
+"""``accelops deploy generate``, ``accelops manifests render`` and ``accelops doctor``;
+``accelops deploy up|down|package`` are registered here from ``deploy_cli``.
 
 Kept apart from ``shared/cli.py`` so the everyday commands do not import the
 deployment definition.
@@ -159,6 +160,9 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                           help="write nothing; exit 1 when a generated file is stale")
     generate.add_argument("--root", help="repository root (default: this checkout)")
     generate.set_defaults(func=cmd_generate)
+    from shared.deployment.deploy_cli import add_deploy_commands
+
+    add_deploy_commands(deploy)
 
     manifests = sub.add_parser("manifests", help="Kubernetes manifests").add_subparsers(
         dest="manifests_command", required=True, metavar="ACTION")

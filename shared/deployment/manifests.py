@@ -8,7 +8,8 @@ name, and a ClusterRole (and Role) per function and service from its ``kube_rule
 A deployment's overlay comes from its team config and project
 (``accelops manifests render --config C --project P --out DIR``): one namespace per
 team with Pod Security Admission labels, its ClusterQueue (TPU quota from the
-team's ``tpu_chips``) and LocalQueue, the serving namespace with the model servers'
+team's ``tpu_chips``, admitting from the team's namespace only, lower priorities
+preempted within it) and LocalQueue, the serving namespace with the model servers'
 service accounts and the Sax cell (``serving.py``), and the bindings that give each
 function's and service's Google service account (a Kubernetes user named by its
 email on GKE) its roles. Queues and config therefore cannot drift: both come from the
@@ -33,6 +34,7 @@ from shared.tpu import catalogue, lookup
 
 __all__ = [
     "BASE_DIR",
+    "PREEMPTION",
     "PRIORITY_VALUES",
     "base_files",
     "cluster_queue_name",
@@ -47,9 +49,15 @@ PART_OF = {"app.kubernetes.io/part-of": "accelops"}
 TEAM_LABEL = "accelops.dev/team"
 KUEUE = "kueue.x-k8s.io/v1beta1"
 RBAC = "rbac.authorization.k8s.io/v1"
-# Job requests name one of these (shared/jobs/request.py); higher is admitted first
-# and may preempt lower within a ClusterQueue.
+# Job requests name one of these (shared/jobs/request.py). Kueue admits higher first,
+# and a team's ClusterQueue lets a job that does not fit evict admitted jobs of lower
+# priority (PREEMPTION): without a WorkloadPriorityClass of its name, Kueue makes no
+# Workload for the JobSet at all.
 PRIORITY_VALUES = {"low": 100, "medium": 500, "high": 1000}
+# The ClusterQueue CRD defaults withinClusterQueue to Never: nothing would preempt.
+# LowerPriority evicts only strictly lower priorities, so equal ones never evict each
+# other and a job is never preempted by one of its own priority.
+PREEMPTION = {"withinClusterQueue": "LowerPriority"}
 # What team pods must satisfy. TPU pods need no privileges, so "baseline" holds; the
 # stricter "restricted" profile is reported (warn, audit) to show what to tighten.
 POD_SECURITY = {
@@ -177,6 +185,7 @@ def _team_objects(name: str, team: TeamPolicy) -> list[dict[str, Any]]:
          "spec": {
              "namespaceSelector": {"matchLabels": {TEAM_LABEL: name}},
              "queueingStrategy": "BestEffortFIFO",
+             "preemption": dict(PREEMPTION),
              "resourceGroups": [{
                  "coveredResources": ["google.com/tpu"],
                  "flavors": [{"name": flavor, "resources": [

@@ -26,12 +26,17 @@ __all__ = [
 ]
 
 # Where a Google Cloud grant applies. Everything is as narrow as the API allows:
-# a topic, the dataset, a bucket; "project" only for the custom roles and for
-# permissions that exist at project level alone (BigQuery jobs). The releases
-# bucket is the models bucket unless the config names another
+# a topic, a table (``target``), the dataset, a bucket; "project" only for
+# permissions that exist at project level alone (BigQuery jobs). GKE permissions
+# exist on the project only, so the custom roles that carry them are bound on the
+# project with an IAM condition on the cluster's resource name: "cluster" is the
+# cluster accelops acts on (ACCELOPS_CLUSTER), "scheduled_clusters" those
+# pool_schedule acts on (pool_schedule.clusters of this project, else that one).
+# The releases bucket is the models bucket unless the config names another
 # (serving.releases_bucket); the Sax bucket holds the Saxml admin server's state.
-GrantScope = Literal["project", "topic", "dataset", "config_bucket", "models_bucket",
-                     "releases_bucket", "sax_bucket", "node_service_account"]
+GrantScope = Literal["project", "cluster", "scheduled_clusters", "topic", "table", "dataset",
+                     "config_bucket", "models_bucket", "releases_bucket", "sax_bucket",
+                     "node_service_account"]
 # Where a Kubernetes rule applies: the whole cluster (a ClusterRoleBinding), the
 # namespace of accelops' own state, every team namespace (a RoleBinding in each),
 # the serving namespace (serving.namespace), or the namespace of the team Saxml
@@ -79,7 +84,12 @@ class Grant:
     role: str
     scope: GrantScope
     why: str
-    target: str = ""  # the topic id for scope "topic"
+    target: str = ""  # the topic id for scope "topic", the table id for scope "table"
+
+    def __post_init__(self) -> None:
+        if (self.scope in ("topic", "table")) != bool(self.target):
+            raise ValueError(f"{self.role} on {self.scope}: a topic or table grant names its "
+                             "target, and no other grant does")
 
     @property
     def custom(self) -> bool:
@@ -264,3 +274,9 @@ class CustomRole:
     title: str
     description: str
     permissions: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        # IAM's own limits (projects.roles.create): refuse what the API would refuse.
+        if len(self.title) > 100 or len(self.description.encode()) > 256:
+            raise ValueError(f"custom role {self.role_id}: a title holds at most 100 "
+                             "characters and a description at most 256 bytes")

@@ -13,7 +13,10 @@ END = "<!-- /generated: permissions -->"
 
 _SCOPES = {
     "project": "project",
+    "cluster": "project, on the accelops cluster only (IAM condition)",
+    "scheduled_clusters": "project, on the clusters pool_schedule acts on only (IAM condition)",
     "topic": "topic `{target}`",
+    "table": "table `{target}`",
     "dataset": "the metrics dataset",
     "config_bucket": "the config bucket",
     "models_bucket": "the models bucket",
@@ -67,6 +70,11 @@ def permissions_table() -> str:
                  "`roles/run.invoker` on each function fed by an Eventarc trigger | "
                  "Eventarc delivers bucket events as this account (model_upload_route "
                  "`eventarc`) |")
+    lines.append(f"| `{system.FUNCTION_BUILDER}` | `roles/logging.logWriter` on project, "
+                 "`roles/artifactregistry.writer` on the functions' image repository, "
+                 "`roles/storage.objectViewer` on the function source bucket | Cloud Build "
+                 "builds each function's image as this account (read the source archive, "
+                 "push the image, write the build log) |")
     return "\n".join(lines)
 
 

@@ -14,7 +14,7 @@ to), so a topic is spelled once.
 
 from __future__ import annotations
 
-from shared.config import ServingConfig, SliceConfig, Topics
+from shared.config import MetricsConfig, ServingConfig, SliceConfig, Topics
 from shared.deployment.model import (
     CustomRole,
     Function,
@@ -35,6 +35,8 @@ __all__ = [
     "CUSTOM_ROLES",
     "EVENTARC_INVOKER",
     "FUNCTIONS",
+    "FUNCTION_BUILDER",
+    "FUNCTION_REQUIREMENTS",
     "LOG_SINKS",
     "PUSH_INVOKER",
     "SCHEDULER_JOBS",
@@ -49,6 +51,7 @@ __all__ = [
 
 _T = Topics()
 _SERVING = ServingConfig()
+_METRICS = MetricsConfig()
 STATE_NAMESPACE = SliceConfig().state_namespace
 # The manifests and Terraform's Workload Identity bindings name these; a config
 # that changes them is refused by `accelops manifests render` (manifests.py).
@@ -67,7 +70,7 @@ _CLUSTER_ENV = (*_CONFIG_ENV, "ACCELOPS_LOCATION", "ACCELOPS_CLUSTER")
 
 _READ_CONFIG = Grant("roles/storage.objectViewer", "config_bucket",
                      "read ACCELOPS_CONFIG from gs:// (shared/config.py, shared/storage.py)")
-_CLUSTER_ACCESS = Grant("accelopsClusterAccess", "project",
+_CLUSTER_ACCESS = Grant("accelopsClusterAccess", "cluster",
                         "get_cluster for the endpoint and CA (shared/gke.py), then the "
                         "Kubernetes API (shared/kube.py)")
 # Server-side apply (PATCH with application/apply-patch+yaml) creates or updates;
@@ -76,24 +79,48 @@ _APPLY = ("get", "create", "patch")
 # Server-side apply of objects the code never reads back: patch, and create when absent.
 _APPLY_NEW = ("create", "patch")
 
+# ingest_metrics streams rows (insertAll) into each table of the dataset and reads
+# nothing: BigQuery checks bigquery.tables.updateData and tables.get on the table
+# and datasets.get on the dataset (REST reference, tabledata.insertAll). Write
+# access is per table, so the views (job_usage_daily, which budgets read) stay out of
+# its reach; metadataViewer is the narrowest predefined role with datasets.get and
+# reads no rows.
+_INSERT_ROWS = (
+    *(Grant("roles/bigquery.dataEditor", "table",
+            f"insert rows into {table} (shared/metrics/ingest.py, shared/bigquery.py)", table)
+      for table in (_METRICS.table, _METRICS.rejections_table, _METRICS.runs_table,
+                    _METRICS.pool_actions_table, _METRICS.job_events_table)),
+    Grant("roles/bigquery.metadataViewer", "dataset",
+          "bigquery.datasets.get, which an insert into a table also checks; no rows"),
+)
+
+# GKE permissions exist on the project only, and container.clusters.update is what
+# GKE checks for every node-pool change and for every other change to a cluster
+# (its networks, versions, add-ons, access). The roles cannot narrow that; their
+# bindings carry an IAM condition on the cluster's resource name (grant scopes
+# "cluster" and "scheduled_clusters"), so they hold on those clusters only.
 CUSTOM_ROLES: tuple[CustomRole, ...] = (
     CustomRole(
         "accelopsClusterAccess", "accelops cluster access",
-        "Find the cluster's endpoint and authenticate to its Kubernetes API; what the "
-        "identity may do there is decided by RBAC (manifests/).",
+        "Read the cluster: its endpoint and CA (to call its Kubernetes API, where RBAC "
+        "decides what the identity may do) and its node pools. Bound with a condition "
+        "on the cluster's name.",
         ("container.clusters.get",),
     ),
     CustomRole(
         "accelopsNodePoolOperator", "accelops node-pool operator",
-        "Create, resize and delete node pools of the cluster and follow the operations; "
-        "no other cluster change.",
-        ("container.clusters.get", "container.clusters.update",
-         "container.operations.get", "container.operations.list"),
+        "Read the cluster, create and delete its node pools and follow those operations. "
+        "container.clusters.update also allows every other change to the cluster's "
+        "settings: the binding's condition limits it to the accelops cluster, not to "
+        "node pools.",
+        ("container.clusters.get", "container.clusters.update", "container.operations.get"),
     ),
     CustomRole(
         "accelopsPoolScheduler", "accelops pool scheduler",
-        "List node pools, resize them, change their autoscaling, delete and recreate them; "
-        "no other cluster change, and it never follows operations.",
+        "Read clusters, resize, delete and recreate their node pools. "
+        "container.clusters.update also allows every other change to a cluster's "
+        "settings: the binding's condition limits it to the scheduled clusters, not to "
+        "node pools.",
         ("container.clusters.get", "container.clusters.update"),
     ),
 )
@@ -143,12 +170,12 @@ FUNCTIONS: tuple[Function, ...] = (
         # The lifecycle records it observes (shared/slices/events.py).
         publishes_to=(_T.loadtest_metrics,),
         grants=(
-            Grant("accelopsNodePoolOperator", "project",
+            Grant("accelopsNodePoolOperator", "cluster",
                   "list, create and delete node pools, poll their operations "
                   "(shared/gke.py, shared/slices/reconcile.py)"),
             Grant("roles/iam.serviceAccountUser", "node_service_account",
-                  "create node pools that run as slices.node_service_account "
-                  "(only when one is configured)"),
+                  "create node pools that run as slices.node_service_account (which "
+                  "Terraform requires the team config to name)"),
             _READ_CONFIG,
         ),
         kube_rules=(
@@ -189,13 +216,12 @@ FUNCTIONS: tuple[Function, ...] = (
         env=_CLUSTER_ENV,
         publishes_to=(_T.loadtest_metrics,),
         grants=(
-            Grant("accelopsPoolScheduler", "project",
+            Grant("accelopsPoolScheduler", "scheduled_clusters",
                   "list node pools, resize them, set their autoscaling, delete and "
                   "recreate them (shared/gke.py, shared/schedule/tick.py); discover "
                   "the endpoints of pool_schedule.clusters"),
             Grant("roles/iam.serviceAccountUser", "node_service_account",
-                  "recreate a deleted pool that runs as slices.node_service_account "
-                  "(only when one is configured)"),
+                  "recreate a deleted pool that runs as slices.node_service_account"),
             _READ_CONFIG,
         ),
         kube_rules=(
@@ -223,9 +249,7 @@ FUNCTIONS: tuple[Function, ...] = (
         memory="1Gi", timeout_seconds=120, concurrency=1, max_instances=20,
         env=_CONFIG_ENV,
         grants=(
-            Grant("roles/bigquery.dataEditor", "dataset",
-                  "insert rows into the requests and rejections tables "
-                  "(shared/metrics/ingest.py, shared/bigquery.py)"),
+            *_INSERT_ROWS,
             _READ_CONFIG,
         ),
         sandbox_part="metrics",
@@ -280,7 +304,8 @@ FUNCTIONS: tuple[Function, ...] = (
     Function(
         name="reconcile_models",
         description="A tick or a started rollout: observe rollouts in progress, finish "
-                    "the healthy ones and roll back the failed or stuck ones.",
+                    "the healthy ones and roll back the failed or stuck ones; follow the "
+                    "model servers of serving Saxml versions and create lost ones again.",
         trigger_topic=_T.model_rollouts,
         dead_letter_topic=f"{_T.model_rollouts}-dead-letter",
         # Ticks come every minute: a failed one is superseded by the next.
@@ -315,10 +340,14 @@ FUNCTIONS: tuple[Function, ...] = (
             KubeRule("jobset.x-k8s.io", ("jobsets",), ("list", "delete"),
                      "saxml_namespace",
                      "follow Saxml model-server JobSets; delete those of a retired or "
-                     "rolled-back version (shared/serving/saxml_rollout.py)"),
+                     "rolled-back version, and a serving version's that failed "
+                     "(shared/serving/saxml_rollout.py, saxml_servers.py)"),
+            KubeRule("jobset.x-k8s.io", ("jobsets",), ("create",), "saxml_namespace",
+                     "create a serving Saxml version's model servers again when they are "
+                     "lost (shared/serving/saxml_servers.py)"),
             KubeRule("", ("pods",), ("list",), "saxml_namespace",
-                     "whether a Saxml version's model servers run "
-                     "(shared/serving/saxml_rollout.py)"),
+                     "whether a Saxml version's model servers run, their restarts and "
+                     "exits (shared/serving/saxml_rollout.py, saxml_servers.py)"),
         ),
         sandbox_part="serving",
     ),
@@ -384,7 +413,7 @@ SERVICES: tuple[Service, ...] = (
         ingress="all",
         publishes_to=(_T.job_requests,),
         grants=(
-            Grant("accelopsClusterAccess", "project",
+            Grant("accelopsClusterAccess", "cluster",
                   "get_cluster for the endpoint and CA (shared/gke.py), then the "
                   "Kubernetes API (shared/kube.py); list node pools: a provisioning "
                   "job's slice status (shared/jobs/lookup.py)"),
@@ -502,6 +531,31 @@ PUSH_INVOKER = "accelops-pubsub-push"
 # The identity Eventarc triggers deliver as: may receive events (project-level
 # role, the only level it exists at) and invoke the functions it feeds.
 EVENTARC_INVOKER = "accelops-eventarc"
+# The identity Cloud Build builds the functions as (build_config.service_account):
+# without one, a build runs as the project's default build account, which projects
+# created since mid-2024 (or organizations that disable default grants) leave
+# without the roles a build needs. Terraform grants it exactly those.
+FUNCTION_BUILDER = "accelops-function-build"
+
+# The distributions the functions' code imports (functions/main.py and what it
+# reaches in shared/), for the source archive's requirements.txt; bounds come from
+# pyproject.toml. tzdata backs zoneinfo on images without a time zone database.
+# tests/unit/test_terraform_source.py holds this to the imports.
+FUNCTION_REQUIREMENTS: tuple[str, ...] = (
+    "functions-framework",
+    "cloudevents",
+    "pydantic",
+    "pyyaml",
+    "kubernetes",
+    "google-auth",
+    "google-api-core",
+    "google-cloud-container",
+    "google-cloud-pubsub",
+    "google-cloud-storage",
+    "google-cloud-bigquery",
+    "requests",
+    "tzdata",
+)
 
 
 def function(name: str) -> Function:

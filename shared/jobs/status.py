@@ -5,7 +5,8 @@ needs two list calls however many jobs there are:
 
 * ``cancelling`` — the JobSet is being deleted;
 * ``succeeded`` / ``failed`` — its ``Completed`` / ``Failed`` condition;
-* ``queued`` — Kueue has not admitted its Workload (the JobSet stays suspended);
+* ``queued`` — Kueue has not admitted its Workload (the JobSet stays suspended),
+  also after Kueue preempted it for a higher-priority job;
 * ``running`` — every slice's Job has all its pods ready (JobSet's
   ``replicatedJobsStatus``); ``provisioning`` — admitted, not yet all running (node
   pools being created, pods being scheduled);
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from shared.jobs.render import LABEL_PRIORITY
 from shared.jobs.status_facts import (
     Facts,
     Obj,
@@ -36,6 +38,7 @@ from shared.jobs.status_facts import (
     parse_time,
     read_facts,
     ready_slices,
+    restarts_line,
     short,
     true_condition,
     when,
@@ -51,7 +54,13 @@ from shared.jobs.status_parts import (
     slice_infos,
     slice_line,
 )
-from shared.jobs.status_queue import is_admitted, pending_message, queue_view, workload_chips
+from shared.jobs.status_queue import (
+    is_admitted,
+    pending_message,
+    preempted_message,
+    queue_view,
+    workload_chips,
+)
 from shared.slices.model import SliceFailure
 
 __all__ = ["Observation", "explain", "explain_rejection", "job_state", "jobset_ref",
@@ -84,7 +93,9 @@ def _summary_line(state: JobState, jobset: Obj, workload: Obj | None,
         return short(f"{state}" + (f": {detail}" if detail else ""))
     if state == "queued":
         message = pending_message(workload) if workload else None
-        return short("queued: " + (message or "waiting for Kueue to admit it"))
+        again = " again after being preempted" if workload and preempted_message(workload) \
+            else ""
+        return short(f"queued{again}: " + (message or "waiting for Kueue to admit it"))
     failure = slice_failure(jobset, None)
     if state == "provisioning" and failure is not None:
         return short(f"provisioning: {failure.kind} creating {failure.pool}, attempt "
@@ -151,7 +162,8 @@ def explain(seen: Observation) -> JobStatus:
                           chips=chips, accelerator=facts.shape.accelerator if facts.shape
                           else None, local_queue=seen.local_queue,
                           cluster_queue=seen.cluster_queue, local_queues=seen.local_queues,
-                          workloads=seen.workloads, teams=seen.teams)
+                          workloads=seen.workloads, teams=seen.teams,
+                          priority_class=(meta(jobset).get("labels") or {}).get(LABEL_PRIORITY))
         parts["queue"] = view.info
         lines.append("Queued: Kueue has not admitted it, so its JobSet stays suspended; no "
                      "pod runs and no TPU slice is made for it yet.")
@@ -177,9 +189,9 @@ def explain(seen: Observation) -> JobStatus:
         if failure is not None:
             parts["slice_failure"] = failure
             lines += failure_lines(failure, seen.now)
-        if facts.restarts:
-            lines.append(f"The JobSet was restarted {facts.restarts} time(s) after a failed "
-                         f"pod (failurePolicy.maxRestarts {facts.max_restarts}).")
+        restarted = restarts_line(facts)
+        if restarted:
+            lines.append(restarted)
         if state == "running":
             lines.append(f"Its log: accelops jobs logs {facts.request_id}")
     lines += list(seen.notes)

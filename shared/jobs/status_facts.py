@@ -20,7 +20,7 @@ from shared.tpu import TpuShape, lookup
 
 __all__ = ["LABEL_COMPLETION_INDEX", "LABEL_JOB_INDEX", "LABEL_RESTART_ATTEMPT", "Facts", "Obj",
            "clock", "due_in", "jobset_ref", "meta", "parse_time", "read_facts", "ready_slices",
-           "short", "true_condition", "when"]
+           "restarts_line", "short", "true_condition", "when"]
 
 Obj = Mapping[str, Any]
 
@@ -71,6 +71,9 @@ class Facts:
     queue: str | None
     restarts: int
     max_restarts: int
+    # Restarts JobSet counted against maxRestarts (restartsCountTowardsMax); the others
+    # followed a disrupted host (accelops' failure-policy rule does not count those).
+    restarts_counted: int = 0
 
 
 def read_facts(jobset: Obj, teams: Mapping[str, str]) -> Facts:
@@ -101,7 +104,24 @@ def read_facts(jobset: Obj, teams: Mapping[str, str]) -> Facts:
         queue=labels.get(LABEL_QUEUE),
         restarts=int((jobset.get("status") or {}).get("restarts") or 0),
         max_restarts=int((spec.get("failurePolicy") or {}).get("maxRestarts") or 0),
+        restarts_counted=int((jobset.get("status") or {}).get("restartsCountTowardsMax") or 0),
     )
+
+
+def restarts_line(facts: Facts) -> str | None:
+    """What the JobSet's restarts were for, and whether they spent ``max_restarts``."""
+    if not facts.restarts:
+        return None
+    limit = f"failurePolicy.maxRestarts {facts.max_restarts}"
+    disrupted = max(0, facts.restarts - facts.restarts_counted)
+    head = f"The JobSet was restarted {facts.restarts} time(s)"
+    if not disrupted:
+        return f"{head} after a failed pod ({limit})."
+    why = "a disrupted host (Spot preemption, maintenance or a lost node)"
+    if disrupted == facts.restarts:
+        return f"{head} after {why}, which does not count against {limit}."
+    return (f"{head}: {disrupted} after {why}, not counted against {limit}, and "
+            f"{facts.restarts - disrupted} after a failed pod, counted.")
 
 
 def true_condition(obj: Obj, *kinds: str) -> Obj | None:

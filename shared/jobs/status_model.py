@@ -56,6 +56,8 @@ class QueueInfo(_Model):
     admitted: list[str] = Field(default_factory=list, description=(
         "namespace/name of the admitted Workloads holding the flavor's quota"))
     message: str | None = Field(None, description="Kueue's condition message on the Workload")
+    preempted: str | None = Field(None, description=(
+        "Kueue's Preempted condition message while the job waits after being preempted"))
 
 
 class SliceInfo(_Model):

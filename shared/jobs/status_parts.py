@@ -15,6 +15,7 @@ from shared.jobs.status_facts import (
     clock,
     due_in,
     meta,
+    restarts_line,
     true_condition,
     when,
 )
@@ -196,9 +197,9 @@ def ending_lines(info: FinishedInfo, facts: Facts, request_id: str) -> list[str]
     word = "Succeeded" if info.outcome == "succeeded" else "Failed"
     lines = [f"{word} at {clock(info.at)}: {info.reason or 'no reason given'}"
              + (f" ({info.message})" if info.message else "") + "."]
-    if facts.restarts:
-        lines.append(f"The JobSet was restarted {facts.restarts} time(s) "
-                     f"(failurePolicy.maxRestarts {facts.max_restarts}).")
+    restarted = restarts_line(facts)
+    if restarted:
+        lines.append(restarted)
     if info.failed_pod:
         code = f" with code {info.exit_code}" if info.exit_code is not None else ""
         said = (f": {info.termination_message}" if info.termination_message

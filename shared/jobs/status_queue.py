@@ -10,6 +10,11 @@ pending Workloads of the same ClusterQueue in the order Kueue considers them:
 priority first, then creation time. Under ``BestEffortFIFO`` (accelops' default) a
 workload that does not fit lets smaller ones behind it go first; under ``StrictFIFO``
 nothing passes the head of the queue.
+
+A job Kueue preempted (its Workload's ``Preempted`` condition is True until it is
+admitted again) is queued like any other, and said to have been preempted, in
+Kueue's words. A JobSet without a Workload waits for Kueue to make one, which Kueue
+never does while the WorkloadPriorityClass its label names does not exist.
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ from shared.jobs.render import TPU_RESOURCE
 from shared.jobs.status_model import QueueInfo
 
 __all__ = ["LABEL_JOB_UID", "QueueView", "is_admitted", "is_finished", "pending_message",
-           "queue_view", "workload_chips"]
+           "preempted_message", "queue_view", "workload_chips"]
 
 # Kueue labels each Workload with the uid of the job it stands for.
 LABEL_JOB_UID = "kueue.x-k8s.io/job-uid"
@@ -60,6 +65,14 @@ def is_admitted(workload: Obj) -> bool:
 
 def is_finished(workload: Obj) -> bool:
     return _true(workload, "Finished")
+
+
+def preempted_message(workload: Obj) -> str | None:
+    """Kueue's reason for preempting it, while it waits to be admitted again."""
+    condition = _condition(workload, "Preempted")
+    if condition is None or condition.get("status") != "True":
+        return None
+    return str(condition.get("message") or condition.get("reason") or "") or None
 
 
 def pending_message(workload: Obj) -> str | None:
@@ -155,12 +168,12 @@ def _named(workloads: Sequence[Obj], teams: Mapping[str, str]) -> str:
 def queue_view(workload: Obj | None, *, namespace: str, queue: str, chips: int,
                accelerator: str | None, local_queue: Obj | None, cluster_queue: Obj | None,
                local_queues: Iterable[Obj], workloads: Iterable[Obj],
-               teams: Mapping[str, str]) -> QueueView:
+               teams: Mapping[str, str], priority_class: str | None = None) -> QueueView:
     """Why the job (its Workload, None when Kueue has not made one yet) is not admitted.
 
     ``workloads`` are the cluster's Workloads and ``local_queues`` its LocalQueues (to
     find which pending Workloads share the ClusterQueue); ``teams`` maps namespaces to
-    team names.
+    team names; ``priority_class``: the WorkloadPriorityClass the JobSet names.
     """
     lq_ref = f"{namespace}/{queue}"
     lines: list[str] = []
@@ -210,11 +223,21 @@ def queue_view(workload: Obj | None, *, namespace: str, queue: str, chips: int,
                      f"{available} of its {quota} available.")
     else:
         lines.append(f"It asks for {chips} TPU chips from {where}.")
+    preempted = preempted_message(workload) if workload else None
     if workload is None:
         lines.append("Kueue has not created its Workload yet; it does within seconds of the "
-                     "JobSet being created.")
+                     "JobSet being created"
+                     + (f", unless the WorkloadPriorityClass {priority_class} its "
+                        "kueue.x-k8s.io/priority-class label names does not exist: Kueue "
+                        "then never creates one and the JobSet stays suspended (an "
+                        "operator runs `accelops doctor`)." if priority_class else "."))
     elif message:
         lines.append(f"Kueue: {message}.")
+    if preempted:
+        lines.append(f"Preempted: {preempted}. Kueue evicted it for a job of higher "
+                     "priority in its ClusterQueue: its pods were stopped, its JobSet "
+                     "suspended and its slices are reaped; it waits in the queue again, in "
+                     "its old place, and starts over when admitted.")
     if holders:
         lines.append(f"Holding that quota now: {_named(holders, teams)}.")
     if ahead:
@@ -237,5 +260,6 @@ def queue_view(workload: Obj | None, *, namespace: str, queue: str, chips: int,
     info = QueueInfo(cluster_queue=cq_name, local_queue=lq_ref, strategy=strategy,
                      flavor=flavor, chips_requested=chips, chips_available=available,
                      chips_quota=quota, ahead=[_ref(w) for w in ahead],
-                     admitted=[_ref(w) for w in holders], message=message)
+                     admitted=[_ref(w) for w in holders], message=message,
+                     preempted=preempted)
     return QueueView(info, tuple(lines))

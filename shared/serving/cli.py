@@ -6,7 +6,11 @@ from __future__ import annotations
 import argparse
 import datetime
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from shared.config import AccelopsConfig
+    from shared.serving.ledger import Rollout
 
 __all__ = ["add_commands"]
 
@@ -40,11 +44,11 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"no models deployed in namespace {config.serving.namespace}")
         return 0
     rows = [("MODEL", "SERVER", "DEPLOYMENT", "CURRENT", "PREVIOUS", "LATEST ROLLOUT",
-             "LAST FAILURE")]
+             "SERVERS", "LAST FAILURE")]
     for ledger in ledgers:
         s = summarise(ledger)
         rows.append((s.model, s.server, s.deployment, s.current, s.previous, s.rollout,
-                     s.last_failure[:80]))
+                     s.servers, s.last_failure[:80]))
     _table(rows)
     return 0
 
@@ -64,6 +68,9 @@ def cmd_status(args: argparse.Namespace) -> int:
     print(f"current     {s.current}")
     print(f"previous    {s.previous}")
     print(f"failure     {s.last_failure}")
+    current = ledger.find(ledger.current)
+    if ledger.server == "saxml" and current is not None:
+        _print_servers(config, current)
     print()
     rows = [("VERSION", "KIND", "STATE", "STARTED", "FINISHED", "RELEASE", "DETAIL")]
     for r in reversed(ledger.rollouts):
@@ -74,6 +81,56 @@ def cmd_status(args: argparse.Namespace) -> int:
                      detail[:100]))
     _table(rows)
     return 0
+
+
+def _print_servers(config: AccelopsConfig, rollout: Rollout) -> None:
+    """The serving Saxml version's model servers: running, crashes, losses, each crash."""
+    from shared.serving.servers import describe_crash
+
+    servers = rollout.servers
+    if servers is None:
+        print("servers     not observed yet (reconcile_models looks every minute)")
+        return
+    team = config.teams.get(config.serving.saxml_team or "")
+    where = f"{team.namespace}/{servers.jobset}" if team is not None else servers.jobset
+    if servers.lost:
+        state = f"lost, not running again yet ({servers.running}/{servers.expected} running)"
+    elif servers.suspended:
+        state = (f"0/{servers.expected} running: suspended, waiting for Kueue to admit "
+                 f"them again")
+    else:
+        state = f"{servers.running}/{servers.expected} running, {servers.ready} ready"
+    print(f"servers     {state} since {_when(servers.since)} (JobSet {where}"
+          + (f", {servers.restarts} JobSet restart(s)" if servers.restarts else "") + ")")
+    last = servers.last_crash
+    print(f"crashes     {servers.crashes}" + (
+        f", the last {_when(last.at)}: {describe_crash(last)}" if last else ""))
+    loss = servers.last_loss
+    print(f"lost        {servers.losses} time(s)" + (
+        f", the last {_when(loss.at)}: {loss.reason}; " + (
+            f"created again {_when(loss.recreated)}" if loss.recreated
+            else "being created again") if loss else ""))
+    if servers.recent_crashes:
+        print()
+        shown = len(servers.recent_crashes)
+        print(f"crashes of {rollout.version}, newest first"
+              + (f" (the last {shown} of {servers.crashes})" if shown < servers.crashes
+                 else ""))
+        rows: list[tuple[str, ...]] = [("TIME", "COUNT", "POD", "CONTAINER", "EXIT",
+                                        "REASON", "MESSAGE")]
+        for crash in reversed(servers.recent_crashes):
+            rows.append((_when(crash.at), str(crash.count), crash.pod, crash.container or "-",
+                         "-" if crash.exit_code is None else str(crash.exit_code),
+                         crash.reason or "-", (crash.message or "")[:100]))
+        _table(rows)
+    if servers.recent_losses:
+        print()
+        print(f"losses of {rollout.version}, newest first")
+        rows = [("TIME", "JOBSET", "CREATED AGAIN", "REASON")]
+        for lost in reversed(servers.recent_losses):
+            rows.append((_when(lost.at), lost.jobset, _when(lost.recreated),
+                         lost.reason[:100]))
+        _table(rows)
 
 
 def cmd_rollback(args: argparse.Namespace) -> int:
@@ -138,9 +195,10 @@ def add_commands(sub: Any) -> None:
                     "by the environment (KUBECONFIG or ACCELOPS_PROJECT/LOCATION/CLUSTER).")
     actions = models.add_subparsers(dest="models_command", required=True, metavar="ACTION")
     listing = actions.add_parser("list", help="every model: current and previous versions, "
-                                             "rollout state, last failure")
+                                             "Saxml servers, rollout state, last failure")
     listing.set_defaults(func=cmd_list)
-    status = actions.add_parser("status", help="one model's rollouts, newest first")
+    status = actions.add_parser("status", help="one model's rollouts, newest first, and the "
+                                               "serving Saxml version's model servers")
     status.add_argument("model")
     status.set_defaults(func=cmd_status)
     back = actions.add_parser("rollback", help="serve a version that served before")

@@ -16,6 +16,10 @@ States::
                            ↘ failed                        (nothing to go back to)
     rejected                (a bad manifest or missing/mismatched files; nothing deployed)
     superseded              (a newer upload or a rollback replaced it mid-rollout)
+
+A Saxml version that serves also carries ``servers`` (:mod:`shared.serving.servers`):
+its model servers running and ready, their crashes and any loss of the whole set,
+with bounded history, so the ConfigMap stays far below its 1 MiB limit.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from shared.errors import ConflictError, NotFoundError, TransientError
 from shared.kube import CONFIG_MAPS, KubeClient
+from shared.serving.servers import Servers
 
 __all__ = [
     "ACTIVE_STATES",
@@ -78,6 +83,8 @@ class Rollout(BaseModel):
     rule: str | None = None
     progress: str | None = None  # the last observation, in words
     serving: str | None = None  # Saxml: the published Sax model name
+    # Saxml: what reconcile_models saw of the model servers while this version served.
+    servers: Servers | None = None
 
     @property
     def active(self) -> bool:

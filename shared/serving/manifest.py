@@ -18,6 +18,7 @@
       model_path: saxml.server.lm.params.lm_cloud.LmCloudSpmd2B
       checkpoint: checkpoint       # a directory of the listed files
       replicas: 1
+      env: {LIBTPU_INIT_ARGS: "--xla_tpu_enable_async_all_gather=true"}   # optional
 
 A manifest is parsed here and nowhere else; every refusal names the field and the
 rule. YAML anchors and aliases are refused (a few hundred bytes of aliases expand to
@@ -32,7 +33,15 @@ import re
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from shared.config import format_validation_error
 from shared.errors import PermanentError
@@ -159,10 +168,29 @@ class Autoscaling(_Strict):
     target: Annotated[int, Field(ge=1, le=1_000_000)] = 10
 
 
+_EnvName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")]
+_EnvValue = Annotated[str, StringConstraints(max_length=4096)]
+# Set by the deployment for every model server (the cell's state), not by a version.
+_RESERVED_ENV = frozenset({"SAX_ROOT"})
+
+
 class Saxml(_Strict):
     model_path: Annotated[str, Field(pattern=_SAX_MODEL_PATH.pattern)]
     checkpoint: Annotated[str, Field(max_length=512)]
     replicas: Annotated[int, Field(ge=1, le=16)] = 1
+    # The model servers' environment (XLA or libtpu flags, say): plain strings, as a
+    # job request's, and never the deployment's own.
+    env: Annotated[dict[_EnvName, _EnvValue], Field(max_length=32)] = Field(
+        default_factory=dict)
+
+    @field_validator("env")
+    @classmethod
+    def _env(cls, value: dict[str, str]) -> dict[str, str]:
+        reserved = sorted(_RESERVED_ENV & value.keys())
+        if reserved:
+            raise ValueError(f"{', '.join(reserved)} is set by the deployment, not by a "
+                             f"version")
+        return value
 
     @field_validator("checkpoint")
     @classmethod

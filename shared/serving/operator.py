@@ -14,8 +14,10 @@ from shared.config import AccelopsConfig
 from shared.errors import NotFoundError, PermanentError
 from shared.kube import KubeClient
 from shared.serving.ledger import Ledger, Rollout, load_ledger, save_ledger
+from shared.serving.servers import Servers
 
-__all__ = ["LoadTarget", "ModelSummary", "load_target", "rollback", "summarise"]
+__all__ = ["LoadTarget", "ModelSummary", "load_target", "rollback", "servers_in_words",
+           "summarise"]
 
 _SERVED = frozenset({"ready"})
 
@@ -29,6 +31,7 @@ class ModelSummary:
     previous: str
     rollout: str  # the newest rollout's version and state
     last_failure: str
+    servers: str = "-"  # a serving Saxml version's model servers, in a few words
 
 
 def _version(ledger: Ledger, rollout_id: str | None) -> str:
@@ -36,15 +39,35 @@ def _version(ledger: Ledger, rollout_id: str | None) -> str:
     return rollout.version if rollout is not None else "-"
 
 
+def servers_in_words(servers: Servers | None) -> str:
+    """``1/1 running, 5 crashes, 1 loss`` (what ``models list`` shows)."""
+    if servers is None:
+        return "-"
+    if servers.suspended:
+        state = f"0/{servers.expected} running (suspended)"
+    elif servers.lost:
+        state = "lost"
+    else:
+        state = f"{servers.running}/{servers.expected} running"
+    parts = [state]
+    if servers.crashes:
+        parts.append(f"{servers.crashes} crash{'es' if servers.crashes != 1 else ''}")
+    if servers.losses:
+        parts.append(f"{servers.losses} loss{'es' if servers.losses != 1 else ''}")
+    return ", ".join(parts)
+
+
 def summarise(ledger: Ledger) -> ModelSummary:
     newest = ledger.rollouts[-1] if ledger.rollouts else None
     failed = next((r for r in reversed(ledger.rollouts)
                    if r.state in ("rolled-back", "rolling-back", "failed", "rejected")), None)
     failure = f"{failed.version} {failed.state}: {failed.reason}" if failed else "-"
+    current = ledger.find(ledger.current)
     return ModelSummary(
         model=ledger.model, server=ledger.server or "-", deployment=ledger.deployment or "-",
         current=_version(ledger, ledger.current), previous=_version(ledger, ledger.previous),
-        rollout=f"{newest.version} {newest.state}" if newest else "-", last_failure=failure)
+        rollout=f"{newest.version} {newest.state}" if newest else "-", last_failure=failure,
+        servers=servers_in_words(current.servers) if current is not None else "-")
 
 
 def _target(ledger: Ledger, to_version: str | None) -> Rollout:

@@ -1,9 +1,15 @@
-"""reconcile_models' core: every tick, move every active rollout on.
+"""reconcile_models' core: every tick, move every active rollout on and follow the
+model servers of every serving Saxml version.
 
 Each message (a Cloud Scheduler tick, or deploy_model's nudge after it started a
 rollout) only triggers a pass over every model's ledger, so duplicates and lost
 messages are harmless: the next tick sees the same state. A ledger another writer
 changed during the pass is left for the next tick rather than failing the rest.
+
+A Saxml version that serves needs its model servers for as long as it serves:
+:mod:`shared.serving.saxml_servers` records their crashes and a loss of the whole set
+in the ledger, and creates lost servers again once the ledger holds it. (A Triton
+version's servers are a Deployment's pods, which Kubernetes keeps.)
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from shared.events import PubSubMessage
 from shared.kube import KubeClient, get_client
 from shared.log import get_logger
 from shared.serving.ledger import Ledger, LedgerChangedError, list_ledgers, save_ledger
+from shared.serving.saxml_servers import follow_servers
 
 __all__ = ["ReconcileModelsReport", "reconcile_models", "reconcile_on_message"]
 
@@ -31,10 +38,13 @@ class ReconcileModelsReport:
     watched: list[str] = field(default_factory=list)  # model: state of its active rollout
     changed: list[str] = field(default_factory=list)
     deferred: list[str] = field(default_factory=list)
+    serving: list[str] = field(default_factory=list)  # a Saxml version's servers, in words
+    lost: list[str] = field(default_factory=list)  # models whose servers are lost now
 
     def summary(self) -> str:
         return (f"{len(self.watched)} active rollout(s), {len(self.changed)} moved on, "
-                f"{len(self.deferred)} deferred")
+                f"{len(self.deferred)} deferred; {len(self.serving)} serving Saxml "
+                f"version(s) followed, {len(self.lost)} with their servers lost")
 
 
 def _advance(kube: KubeClient, ledger: Ledger, config: AccelopsConfig, now: float) -> bool:
@@ -69,23 +79,37 @@ def reconcile_models(settings: Settings | None = None,
     namespace = config.serving.namespace
     report = ReconcileModelsReport()
     for ledger in list_ledgers(kube, namespace):
+        moment = time.time() if now is None else now
+        changed = False
         active = ledger.active()
-        if active is None:
-            continue
-        report.watched.append(f"{ledger.model}: {active.state}")
-        if _advance(kube, ledger, config, time.time() if now is None else now):
+        if active is not None:
+            report.watched.append(f"{ledger.model}: {active.state}")
+            changed = _advance(kube, ledger, config, moment)
+        # After the rollout moved on: a version promoted now is followed from now on.
+        # Server times are the cluster's, as the kubelet's timestamps are.
+        followed = follow_servers(kube, ledger, config, kube.server_time() or moment)
+        if followed.summary:
+            report.serving.append(followed.summary)
+        if followed.lost:
+            report.lost.append(ledger.model)
+        if changed or followed.changed:
             try:
                 save_ledger(kube, namespace, ledger)
             except LedgerChangedError as exc:
+                # Nothing is done for servers whose record did not make it: the run
+                # that wrote first acts, or the next tick does.
                 report.deferred.append(ledger.model)
                 log.warning(f"{ledger.model}: {exc.message}; next tick")
                 continue
             report.changed.append(ledger.model)
+        if followed.act is not None:
+            followed.act()
     return report
 
 
 def reconcile_on_message(message: PubSubMessage) -> ReconcileModelsReport:
     report = reconcile_models()
     log.info(f"reconcile_models: {report.summary()}", watched=report.watched,
+             serving=report.serving, lost=report.lost,
              trigger=message.attributes.get("trigger"))
     return report

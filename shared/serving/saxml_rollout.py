@@ -21,6 +21,39 @@ Each version is published under a Sax model name of its own
    deleted: the previous one never stopped serving (``rolled-back``). Loading and
    a broken checkpoint look alike from outside, so this is decided by
    ``serving.rollout_timeout_seconds`` unless the probe's answer cannot change.
+
+Model servers run for as long as their version serves, however often they crash.
+A Job fails once its pods' failures exceed ``backoffLimit``, and under
+``restartPolicy: OnFailure`` every container restart of its running pods counts
+(``pastBackoffLimitOnFailure`` in kubernetes v1.32 ``pkg/controller/job/
+job_controller.go``); a failed Job makes JobSet restart every Job, counting towards
+``failurePolicy.maxRestarts``, which nothing ever resets (jobset v0.7.2
+``pkg/controllers/failure_policy.go``), then fail; Kueue finishes the Workload of a
+failed JobSet and ``reconcile_slices`` deletes the slice. With a ``backoffLimit`` of 0
+and 3 restarts, as training jobs have, the fourth crash in a version's life took its
+servers away for good. So the model servers' Jobs keep ``restartPolicy: OnFailure``
+(the kubelet restarts a crashed server in place, on its node, with a crash back-off
+that grows to at most 5 minutes, its ``MaxContainerBackOff``) and get
+``backoffLimit`` 2147483647, Kubernetes' own "no limit" (it defaults ``backoffLimit``
+to ``math.MaxInt32`` when a Job limits failures per index instead,
+``pkg/apis/batch/v1/defaults.go``):
+crash-looping at the back-off's ceiling, twelve restarts an hour, a server would
+take twenty thousand years to reach it. A pod that fails outright — a spot
+preemption or maintenance (``DisruptionTarget``), an eviction — counts one failure
+and the Job creates it again, so disruptions are ridden out by the Job without a
+JobSet restart. (A ``podFailurePolicy`` could tell them apart, but Kubernetes allows
+it only with ``restartPolicy: Never``, which would trade the in-place restart for a
+new pod per crash.) The budget is not reset by accelops (a JobSet's restart count
+is its controller's status) and the kind stays JobSet: Kueue v0.10.1 could queue a
+StatefulSet as one serving pod group (``pkg/controller/jobs/statefulset``), but
+slices are provisioned for JobSets, one node pool per replicated job's replica, and
+a second path for another kind buys nothing the Job's limit does not. Model servers
+of one multi-host slice restart independently; Saxml's servers re-join the cell
+when they come back.
+
+A version that serves is followed all its life (:mod:`shared.serving.saxml_servers`):
+crashes are recorded in the ledger, and servers lost as a whole (their JobSet failed,
+completed or gone) are recorded, logged at ERROR and created again.
 """
 
 from __future__ import annotations
@@ -42,7 +75,8 @@ from shared.storage import ObjectInfo
 if TYPE_CHECKING:
     from shared.serving.saxml import SaxmlProxy
 
-__all__ = ["PROXY_ENV", "advance_saxml", "model_server_jobset", "start_saxml"]
+__all__ = ["MODEL_SERVER_BACKOFF_LIMIT", "PROXY_ENV", "advance_saxml", "model_server_jobset",
+           "model_server_name", "model_servers", "sax_root", "saxml_namespace", "start_saxml"]
 
 log = get_logger("accelops.serving")
 
@@ -50,6 +84,12 @@ log = get_logger("accelops.serving")
 PROXY_ENV = "ACCELOPS_SAXML_PROXY"
 DEFAULT_PROXY = "http://sax-proxy.serving.svc.cluster.local:8888"
 _MODEL_SERVER_PORT = 10001
+# The Job's pod failures (container restarts included, under OnFailure) it tolerates:
+# Kubernetes' largest, which it uses itself for "no limit" (module docstring).
+MODEL_SERVER_BACKOFF_LIMIT = 2_147_483_647
+# Training jobs may restart a few times; the model servers' Jobs do not fail, so this
+# only matters if one is made to fail some other way.
+_MODEL_SERVER_JOBSET_RESTARTS = 3
 
 
 def _proxy() -> SaxmlProxy:
@@ -67,11 +107,27 @@ def _team(config: AccelopsConfig) -> str:
     return team
 
 
+def saxml_namespace(config: AccelopsConfig) -> str:
+    """Where the model servers run: the namespace of ``serving.saxml_team``."""
+    return config.teams[_team(config)].namespace
+
+
+def _request_name(rollout: Rollout) -> str:
+    return f"sax-{rollout.spec['deployment']}-{rollout.version}"
+
+
+def model_server_name(rollout: Rollout) -> str:
+    """The name of the version's model-server JobSet (the same every time it is made)."""
+    from shared.names import jobset_name
+
+    return jobset_name(_request_name(rollout), rollout.id)
+
+
 def model_server_jobset(config: AccelopsConfig, rollout: Rollout,
                         sax_root: str) -> dict[str, Any]:
     """The model servers of one version as a Kueue-queued JobSet on one TPU slice,
-    running as the Saxml identity (Workload Identity) and joining the cell whose state
-    is under ``sax_root``."""
+    running as the Saxml identity (Workload Identity), joining the cell whose state
+    is under ``sax_root`` and restarting in place however often they crash."""
     from shared.jobs.policy import check_policy
     from shared.jobs.request import JobRequest
     from shared.tpu import lookup
@@ -81,15 +137,16 @@ def model_server_jobset(config: AccelopsConfig, rollout: Rollout,
     chip = {"v5e": "tpuv5e", "v4": "tpuv4", "v5p": "tpuv5p", "v6e": "tpuv6e"}.get(
         shape.family, shape.family)
     request = JobRequest.model_validate({
-        "name": f"sax-{spec['deployment']}-{rollout.version}",
+        "name": _request_name(rollout),
         "team": _team(config),
         "image": config.serving.saxml_model_server_image,
         "args": [f"--sax_cell={config.serving.saxml_cell}",
                  f"--port={_MODEL_SERVER_PORT}", f"--platform_chip={chip}",
                  f"--platform_topology={shape.topology}"],
+        "env": dict((spec.get("saxml") or {}).get("env") or {}),
         "tpu": {"type": shape.type, "slices": 1},
         "priority": "high",
-        "max_restarts": 3,
+        "max_restarts": _MODEL_SERVER_JOBSET_RESTARTS,
         "request_id": rollout.id,
     })
     try:
@@ -99,19 +156,22 @@ def model_server_jobset(config: AccelopsConfig, rollout: Rollout,
                           f"{exc.message}", field="serving.saxml_team") from exc
     from shared.jobs.render import render_jobset
 
-    jobset = render_jobset(admission, rollout.id)
+    # Restarted in place: the Job API allows a podFailurePolicy only with Never, so the
+    # renderer leaves it out, and disruptions are failures the Job replaces a pod for.
+    jobset = render_jobset(admission, rollout.id, restart_policy="OnFailure")
+    job = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]
+    job["backoffLimit"] = MODEL_SERVER_BACKOFF_LIMIT
     # Job requests may not choose an identity; the model servers need one to read the
     # release snapshot and the cell's state, so it is set here, from the config.
-    pod = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+    pod = job["template"]["spec"]
     pod["serviceAccountName"] = config.serving.saxml_service_account
     pod["automountServiceAccountToken"] = False
-    pod["restartPolicy"] = "OnFailure"
     pod["containers"][0].setdefault("env", []).append({"name": "SAX_ROOT",
                                                         "value": sax_root})
     return jobset
 
 
-def _sax_root(kube: KubeClient, config: AccelopsConfig) -> str:
+def sax_root(kube: KubeClient, config: AccelopsConfig) -> str:
     """Where the cell keeps its state: the SAX_ROOT of the serving namespace's Saxml
     settings (written by the deployment; see shared/deployment/serving.py)."""
     from shared.deployment.serving import SAXML_CONFIG_MAP
@@ -153,7 +213,7 @@ def start_saxml(kube: KubeClient, config: AccelopsConfig, ledger: Ledger, rollou
     def act() -> None:
         nonlocal jobset_name
         releases.copy_snapshot(manifest, sources, bucket, prefix, None)
-        jobset = model_server_jobset(config, rollout, _sax_root(kube, config))
+        jobset = model_server_jobset(config, rollout, sax_root(kube, config))
         jobset_name = jobset["metadata"]["name"]
         with contextlib.suppress(AlreadyExistsError):
             kube.create(JOBSETS, jobset)
@@ -168,31 +228,32 @@ def start_saxml(kube: KubeClient, config: AccelopsConfig, ledger: Ledger, rollou
                          manifest.model, rollout.id)
 
 
-def _servers_running(kube: KubeClient, config: AccelopsConfig, rollout: Rollout) -> bool:
+def model_servers(kube: KubeClient, config: AccelopsConfig,
+                  rollout: Rollout) -> list[dict[str, Any]]:
+    """The model-server JobSets of a version (found by its request key)."""
     from shared.jobs.render import LABEL_REQUEST_KEY
     from shared.names import request_key
 
-    namespace = config.teams[_team(config)].namespace
-    jobsets = kube.list(JOBSETS, namespace,
-                        label_selector=f"{LABEL_REQUEST_KEY}={request_key(rollout.id)}")
+    return kube.list(JOBSETS, saxml_namespace(config),
+                     label_selector=f"{LABEL_REQUEST_KEY}={request_key(rollout.id)}")
+
+
+def _servers_running(kube: KubeClient, config: AccelopsConfig, rollout: Rollout) -> bool:
+    jobsets = model_servers(kube, config, rollout)
     if not jobsets:
         return False
     name = jobsets[0]["metadata"]["name"]
-    pods = kube.list(PODS, namespace, label_selector=f"jobset.sigs.k8s.io/jobset-name={name}")
+    pods = kube.list(PODS, saxml_namespace(config),
+                     label_selector=f"jobset.sigs.k8s.io/jobset-name={name}")
     return bool(pods) and all((p.get("status") or {}).get("phase") == "Running" for p in pods)
 
 
 def _retire(kube: KubeClient, config: AccelopsConfig, rollout: Rollout) -> None:
     """Unpublish a version and delete its model servers (their slice is then reaped)."""
-    from shared.jobs.render import LABEL_REQUEST_KEY
-    from shared.names import request_key
-
     if rollout.serving:
         _proxy().unpublish(rollout.serving)
-    namespace = config.teams[_team(config)].namespace
-    for jobset in kube.list(JOBSETS, namespace,
-                            label_selector=f"{LABEL_REQUEST_KEY}={request_key(rollout.id)}"):
-        kube.delete(JOBSETS, jobset["metadata"]["name"], namespace)
+    for jobset in model_servers(kube, config, rollout):
+        kube.delete(JOBSETS, jobset["metadata"]["name"], saxml_namespace(config))
 
 
 def advance_saxml(kube: KubeClient, ledger: Ledger, rollout: Rollout, config: AccelopsConfig,

@@ -23,6 +23,8 @@ FIXED_NOW = datetime(2026, 1, 1, 0, 0, 0, tzinfo=UTC)
 JOBSET_GROUP = "jobset.x-k8s.io"
 JOBSET_VERSION = "v1alpha2"
 NAMESPACE = "team-a"
+JOB_TEMPLATE: dict[str, Any] = {"spec": {"template": {"spec": {
+    "restartPolicy": "Never", "containers": [{"name": "main", "image": "busybox"}]}}}}
 
 
 class FakeClock:
@@ -42,12 +44,14 @@ def api_client_for(server: KubeApiServer, directory: Path) -> client.ApiClient:
 
 
 def jobset(name: str, **extra: Any) -> dict[str, Any]:
-    """A minimal JobSet body."""
+    """A minimal JobSet body the JobSet CRD accepts (a replicated job needs a template,
+    whose pods need a container)."""
     body: dict[str, Any] = {
         "apiVersion": f"{JOBSET_GROUP}/{JOBSET_VERSION}",
         "kind": "JobSet",
         "metadata": {"name": name},
-        "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1}]},
+        "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1,
+                                     "template": JOB_TEMPLATE}]},
     }
     body.update(extra)
     return body

@@ -36,7 +36,7 @@ from shared.jobs.lookup import (
     list_jobs,
 )
 from shared.jobs.status_model import JobStatus
-from shared.kube import JOBSETS
+from shared.kube import JOBSETS, WORKLOADS
 from tests.e2e.conftest import wait_for
 from tests.e2e.test_slices_e2e import publish, request
 from tests.slice_faults import control
@@ -251,6 +251,53 @@ def test_a_job_queued_behind_another_teams_job_names_the_queue_chips_and_workloa
         assert cancel_job(settings, config, job, teams=None).state == "cancelling"
     assert wait_for(lambda: not [j for j in list_jobs(settings, config)
                                  if j.request_id in ("first", "second")])
+
+
+def test_a_high_priority_job_preempts_a_running_low_one_which_runs_again_after_it(
+    sandbox, settings, config
+):
+    # The inference team's ClusterQueue (as `accelops manifests` renders it): 32 chips of
+    # v6e, lower priorities preempted. The low job takes them all. Both run 30 simulated
+    # minutes (12 s here), so that a poll of a busy machine sees each state.
+    low = request("bumped", tpu="v6e-16", slices=2, team="inference", run_seconds=1800)
+    low["priority"] = "low"
+    publish(low)
+    reaches(settings, config, "bumped", "running", timeout=90)
+    high = request("urgent", tpu="v6e-8", team="inference", run_seconds=1800)
+    high["priority"] = "high"
+    publish(high)
+
+    def preempted() -> JobStatus | None:
+        status = status_of(settings, config, "bumped")
+        return status if isinstance(status, JobStatus) and status.queue and \
+            status.queue.preempted else None
+
+    shown = wait_for(preempted, timeout=60)
+    printed = cli("status", "bumped")
+    urgent = reaches(settings, config, "urgent", "succeeded", timeout=90)
+    again = reaches(settings, config, "bumped", "succeeded", timeout=120)
+
+    assert shown is not None, "the low job should say it was preempted while it waits"
+    assert shown.state == "queued"
+    assert shown.queue is not None
+    [urgent_uid] = [w["metadata"]["uid"] for w in kube.get_client(settings).list(WORKLOADS)
+                    if w["metadata"]["name"].startswith("jobset-e2e-urgent-")]
+    assert shown.queue.preempted == (f"Preempted to accommodate a workload (UID: {urgent_uid}) "
+                                     "due to prioritization in the ClusterQueue")
+    assert shown.summary.startswith("queued again after being preempted")
+    assert printed.returncode == 0, printed.stderr
+    assert "Preempted: Preempted to accommodate a workload" in printed.stdout
+    assert urgent.finished is not None
+    assert again.finished is not None
+    assert again.finished.outcome == "succeeded"
+    assert again.jobset is not None
+    namespace, name = again.jobset.split("/")
+    finished_jobset = kube.get_client(settings).find(JOBSETS, name, namespace)
+    assert finished_jobset is not None
+    # JobSet writes no zero counters (omitempty): no restarts at all.
+    status = finished_jobset["status"]
+    assert "restarts" not in status, "a preemption is not a failure"
+    assert "restartsCountTowardsMax" not in status
 
 
 def test_a_rejected_request_is_explained_by_the_field_and_rule_it_broke(

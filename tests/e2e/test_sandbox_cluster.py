@@ -100,6 +100,10 @@ def provision_queue(api: client.ApiClient, quota: int = 32) -> None:
     client.CoreV1Api(api).create_namespace(
         client.V1Namespace(metadata=client.V1ObjectMeta(name=NAMESPACE)))
     custom = client.CustomObjectsApi(api)
+    # Kueue keeps a ClusterQueue inactive while a flavor it names has no ResourceFlavor.
+    custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "resourceflavors", {
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor",
+        "metadata": {"name": "tpu"}, "spec": {}})
     custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues", {
         "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue",
         "metadata": {"name": "research-cq"},

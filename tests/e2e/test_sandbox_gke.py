@@ -26,6 +26,7 @@ from google.cloud import container_v1
 from sandbox.clock import SimClock
 from sandbox.gke import (
     POOL_DELETED,
+    POOL_DISRUPTED,
     POOL_ERROR,
     POOL_RESIZED,
     POOL_RUNNING,
@@ -533,6 +534,56 @@ def test_a_pool_error_is_armed_over_http(gke, clock, server):
 
     assert code == 200
     assert gke.get_node_pool(name=pool_path()).status_message == "no capacity"
+
+
+def test_a_spot_vm_preemption_is_injected_over_http_and_told_to_the_cluster(
+    gke, clock, server, events
+):
+    spot = tpu_pool("spot-a")
+    spot.config.spot = True
+    create_running(gke, clock, spot)
+
+    code, answer = http(server, "POST", "/sandbox/v1/faults",
+                        {"kind": "preemption", "pool": "spot-a", "node": "gke-tpu-spot-a-1",
+                         "for_seconds": 120})
+
+    assert code == 200
+    assert answer["disruption"] == {"cluster": CLUSTER, "pool": "spot-a", "kind": "preemption",
+                                    "seconds": 120.0, "node": "gke-tpu-spot-a-1"}
+    event, cluster, pool = events[-1]
+    assert (event, cluster, pool["name"]) == (POOL_DISRUPTED, CLUSTER, "spot-a")
+    assert pool["disruption"] == {"kind": "preemption", "seconds": 120.0,
+                                  "node": "gke-tpu-spot-a-1"}
+
+
+def test_a_maintenance_event_lasts_600_simulated_seconds_unless_told_otherwise(
+    gke, clock, server, events
+):
+    create_running(gke, clock)
+
+    code, answer = http(server, "POST", "/sandbox/v1/faults",
+                        {"kind": "maintenance", "pool": "slice-a"})
+
+    assert code == 200
+    assert answer["disruption"]["seconds"] == 600.0
+    assert events[-1][0] == POOL_DISRUPTED
+
+
+def test_preempting_an_on_demand_pool_or_naming_no_pool_is_refused_over_http(
+    gke, clock, server, events
+):
+    create_running(gke, clock)
+
+    code, refused = http(server, "POST", "/sandbox/v1/faults",
+                         {"kind": "preemption", "pool": "slice-a"})
+
+    assert code == 400
+    assert refused["error"]["status"] == "FAILED_PRECONDITION"
+    assert "Spot or preemptible" in refused["error"]["message"]
+    assert http(server, "POST", "/sandbox/v1/faults", {"kind": "maintenance"})[0] == 400
+    assert http(server, "POST", "/sandbox/v1/faults",
+                {"kind": "maintenance", "pool": "nowhere"})[0] == 404
+    assert POOL_DISRUPTED not in [event for event, _, _ in events]
 
 
 def test_the_clock_is_read_sped_up_and_advanced_over_http(gke, clock, server):

@@ -406,13 +406,13 @@ def test_replacing_a_configmap_without_resource_version_is_unconditional(
 def test_merge_patch_merges_maps_and_null_deletes(jobsets: JobSets) -> None:
     body = jobset("train")
     body["metadata"]["labels"] = {"keep": "1", "drop": "1"}
-    jobsets.create(body)
+    created = jobsets.create(body)
     patched = jobsets.patch(
         "train", {"metadata": {"labels": {"drop": None, "new": "1"}}, "spec": {"suspend": True}}
     )
     assert patched["metadata"]["labels"] == {"keep": "1", "new": "1"}
     assert patched["spec"]["suspend"] is True
-    assert patched["spec"]["replicatedJobs"] == [{"name": "workers", "replicas": 1}]
+    assert patched["spec"]["replicatedJobs"] == created["spec"]["replicatedJobs"]
 
 
 def test_json_patch_applies_operations_in_order(jobsets: JobSets) -> None:
@@ -509,13 +509,15 @@ def test_server_side_apply_without_field_manager_answers_400(jobsets: JobSets) -
 
 def test_status_subresource_changes_only_status(jobsets: JobSets) -> None:
     created = jobsets.create(jobset("train"))
-    body = dict(created, spec={"suspend": True}, status={"conditions": [{"type": "Running"}]})
+    running = {"type": "Running", "status": "True", "reason": "Started", "message": "started",
+               "lastTransitionTime": "2026-01-01T00:00:00Z"}
+    body = dict(created, spec={"suspend": True}, status={"conditions": [running]})
     via_put = jobsets.replace_status("train", body)
     via_patch = jobsets.patch_status("train", {"spec": {"hacked": True}, "status": {"restarts": 1}})
     assert via_put["spec"] == created["spec"]
-    assert via_put["status"] == {"conditions": [{"type": "Running"}]}
+    assert via_put["status"] == {"conditions": [running]}
     assert via_patch["spec"] == created["spec"]
-    assert via_patch["status"] == {"conditions": [{"type": "Running"}], "restarts": 1}
+    assert via_patch["status"] == {"conditions": [running], "restarts": 1}
 
 
 def test_main_resource_writes_keep_the_stored_status(jobsets: JobSets) -> None:
@@ -540,7 +542,7 @@ def test_generation_bumps_on_spec_changes_only(jobsets: JobSets) -> None:
 
 def test_a_write_that_changes_nothing_keeps_the_resource_version(jobsets: JobSets) -> None:
     created = jobsets.create(jobset("train"))
-    same_spec = {"spec": {"replicatedJobs": [{"name": "workers", "replicas": 1}]}}
+    same_spec = {"spec": {"replicatedJobs": created["spec"]["replicatedJobs"]}}
     patched = jobsets.patch("train", same_spec)
     assert patched["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
 
@@ -765,3 +767,129 @@ def test_a_namespace_stays_terminating_while_finalizers_hold_its_contents() -> N
     assert result.object["status"]["phase"] == "Terminating"
     assert refused.value.code == 403
     assert store.try_get("", "namespaces", "ns") is None
+
+
+# ---------------------------------------------------------------- custom resources vs CRDs
+
+KUEUE = ("kueue.x-k8s.io", "v1beta1")
+
+
+def test_a_jobset_the_crd_refuses_answers_422_with_each_cause(jobsets: JobSets) -> None:
+    body = jobset("train")
+    del body["spec"]["replicatedJobs"][0]["template"]
+    body["spec"]["failurePolicy"] = {"maxRestarts": "three"}
+
+    with pytest.raises(client.exceptions.ApiException) as caught:
+        jobsets.create(body)
+
+    status = status_of(caught.value)
+    assert caught.value.status == 422
+    assert status["reason"] == "Invalid"
+    assert status["message"] == (
+        'JobSet.jobset.x-k8s.io "train" is invalid: [spec.failurePolicy.maxRestarts: Invalid '
+        'value: "string": spec.failurePolicy.maxRestarts in body must be of type integer: '
+        '"string", spec.replicatedJobs[0].template: Required value, <nil>: Invalid value: '
+        '"null": some validation rules were not checked because the object was invalid; '
+        'correct the existing errors to complete validation]')
+    assert status["details"]["causes"][:2] == [
+        {"reason": "FieldValueTypeInvalid", "field": "spec.failurePolicy.maxRestarts",
+         "message": 'Invalid value: "string": spec.failurePolicy.maxRestarts in body must be '
+                    'of type integer: "string"'},
+        {"reason": "FieldValueRequired", "field": "spec.replicatedJobs[0].template",
+         "message": "Required value"}]
+    with pytest.raises(client.exceptions.NotFoundException):
+        jobsets.get("train")
+
+
+def test_a_created_jobset_reads_back_with_the_crds_defaults(jobsets: JobSets) -> None:
+    body = jobset("train")
+    body["spec"]["failurePolicy"] = {"maxRestarts": 2}
+    del body["spec"]["replicatedJobs"][0]["replicas"]
+
+    created = jobsets.create(body)
+
+    assert created["spec"]["failurePolicy"] == {"maxRestarts": 2, "restartStrategy": "Recreate"}
+    assert created["spec"]["replicatedJobs"][0]["replicas"] == 1
+    assert jobsets.get("train")["spec"] == created["spec"]
+
+
+def test_fields_the_pinned_jobset_lacks_are_refused_under_strict_and_dropped_with_a_warning(
+    jobsets: JobSets, custom: client.CustomObjectsApi
+) -> None:
+    body = jobset("train")
+    body["spec"]["replicatedJobs"][0]["groupName"] = "workers"
+
+    with pytest.raises(client.exceptions.ApiException) as caught:
+        custom.create_namespaced_custom_object(*jobsets.args, body, field_validation="Strict")
+    created, code, headers = custom.create_namespaced_custom_object_with_http_info(
+        *jobsets.args, body)
+
+    assert caught.value.status == 400
+    assert status_of(caught.value)["message"] == (
+        'strict decoding error: unknown field "spec.replicatedJobs[0].groupName"')
+    assert code == 201
+    assert headers["Warning"] == (
+        '299 - "unknown field \\"spec.replicatedJobs[0].groupName\\""')
+    assert "groupName" not in created["spec"]["replicatedJobs"][0]
+
+
+def test_a_local_queues_cluster_queue_is_immutable_over_the_wire(
+    custom: client.CustomObjectsApi, namespace: str
+) -> None:
+    args = (*KUEUE, namespace, "localqueues")
+    created = custom.create_namespaced_custom_object(*args, {
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "LocalQueue",
+        "metadata": {"name": "team-queue"}, "spec": {"clusterQueue": "team-cq"}})
+
+    with pytest.raises(client.exceptions.ApiException) as caught:
+        custom.patch_namespaced_custom_object(*args, "team-queue",
+                                              {"spec": {"clusterQueue": "other"}})
+
+    assert created["spec"] == {"clusterQueue": "team-cq", "stopPolicy": "None"}
+    assert caught.value.status == 422
+    assert status_of(caught.value)["message"] == (
+        'LocalQueue.kueue.x-k8s.io "team-queue" is invalid: spec.clusterQueue: Invalid value: '
+        '"string": field is immutable')
+
+
+def test_a_cluster_queue_whose_flavors_miss_a_covered_resource_fails_its_cel_rule(
+    custom: client.CustomObjectsApi,
+) -> None:
+    body = {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue",
+            "metadata": {"name": "team-cq"},
+            "spec": {"resourceGroups": [{"coveredResources": ["google.com/tpu", "cpu"],
+                                         "flavors": [{"name": "v5e", "resources": [
+                                             {"name": "google.com/tpu",
+                                              "nominalQuota": 16}]}]}]}}
+
+    with pytest.raises(client.exceptions.ApiException) as caught:
+        custom.create_cluster_custom_object(*KUEUE, "clusterqueues", body)
+
+    assert caught.value.status == 422
+    assert status_of(caught.value)["details"]["causes"] == [
+        {"reason": "FieldValueInvalid", "field": "spec.resourceGroups[0]",
+         "message": 'Invalid value: "object": flavors must have the same number of resources '
+                    "as the coveredResources"}]
+
+
+def test_a_status_update_is_checked_against_the_status_schema(jobsets: JobSets) -> None:
+    jobsets.create(jobset("train"))
+
+    with pytest.raises(client.exceptions.ApiException) as caught:
+        jobsets.patch_status("train", {"status": {"conditions": [{"type": "Completed"}]}})
+
+    assert caught.value.status == 422
+    assert [c["field"] for c in status_of(caught.value)["details"]["causes"]][:4] == [
+        "status.conditions[0].lastTransitionTime", "status.conditions[0].message",
+        "status.conditions[0].reason", "status.conditions[0].status"]
+
+
+def test_creating_a_custom_resource_with_a_status_subresource_drops_the_status_it_sends(
+    jobsets: JobSets,
+) -> None:
+    body = jobset("train", status={"restarts": 3})
+
+    created = jobsets.create(body)
+
+    assert "status" not in created
+    assert "status" not in jobsets.get("train")

@@ -16,6 +16,7 @@ from kubernetes import client
 from sandbox.kubeapi import TokenEntry, install_crds, start_kube_api
 from tests.e2e import kubeapi_auth_fixtures as fx
 from tests.e2e.kubeapi_auth_fixtures import ALICE, NOBODY, SUBMITTER, SecureApi
+from tests.e2e.kubeapi_fixtures import JOB_TEMPLATE
 
 # Fixtures are registered by binding them in this module's namespace.
 secure_api = fx.secure_api
@@ -30,7 +31,8 @@ JOBSETS = ("jobset.x-k8s.io", "v1alpha2")
 def jobset(name: str, **spec: Any) -> dict[str, Any]:
     return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
             "metadata": {"name": name},
-            "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1}], **spec}}
+            "spec": {"replicatedJobs": [{"name": "workers", "replicas": 1,
+                                         "template": JOB_TEMPLATE}], **spec}}
 
 
 def message_of(exc: client.ApiException, status: int) -> str:

@@ -278,13 +278,15 @@ def test_a_cluster_queue_gets_kueues_resource_in_use_finalizer(
 
 def test_a_cluster_queue_with_inconsistent_resource_groups_is_refused(
         cluster: ControllersCluster) -> None:
-    body = cluster_queue(unique("cq"), resourceGroups=[{
-        "coveredResources": ["google.com/tpu", "google.com/tpu"],
-        "flavors": [
-            {"name": "tpu", "resources": [{"name": "cpu", "nominalQuota": "-4"},
-                                          {"name": "google.com/tpu", "nominalQuota": 8}]},
-            {"name": "tpu", "resources": [{"name": "google.com/tpu", "nominalQuota": 1},
-                                          {"name": "google.com/tpu", "nominalQuota": 1}]}]}])
+    # What the CRD's schema lets through (it keys flavors and their resources by name,
+    # within one resource group) for the webhook to refuse.
+    body = cluster_queue(unique("cq"), resourceGroups=[
+        {"coveredResources": ["google.com/tpu", "google.com/tpu"],
+         "flavors": [{"name": "tpu", "resources": [
+             {"name": "cpu", "nominalQuota": "-4"},
+             {"name": "google.com/tpu", "nominalQuota": 8}]}]},
+        {"coveredResources": ["memory"],
+         "flavors": [{"name": "tpu", "resources": [{"name": "memory", "nominalQuota": 1}]}]}])
 
     assert denial(lambda: cluster.create_cluster_object("clusterqueues", body)) == \
         denied_by_aggregate(
@@ -294,7 +296,7 @@ def test_a_cluster_queue_with_inconsistent_resource_groups_is_refused(
             "match the name in coveredResources",
             'spec.resourceGroups[0].flavors[0].resources[0].nominalQuota: Invalid value: '
             '"-4": must be greater than or equal to 0',
-            'spec.resourceGroups[0].flavors[1].name: Duplicate value: "tpu"')
+            'spec.resourceGroups[1].flavors[0].name: Duplicate value: "tpu"')
 
 
 def test_a_lending_limit_above_the_nominal_quota_is_refused(

@@ -49,7 +49,8 @@ def admit(kube_api: KubeApiServer, jobset: dict[str, Any]) -> None:
 def finish(kube_api: KubeApiServer, jobset: dict[str, Any], at: str) -> None:
     meta = jobset["metadata"]
     kube_api.store.patch(GROUP, "jobsets", meta["name"], {"status": {"conditions": [
-        {"type": "Completed", "status": "True", "lastTransitionTime": at}]}},
+        {"type": "Completed", "status": "True", "reason": "AllJobsCompleted",
+         "message": "jobset completed successfully", "lastTransitionTime": at}]}},
         namespace=meta["namespace"], subresource="status")
 
 

@@ -39,13 +39,18 @@ def kueue_admits(kube_api: KubeApiServer, jobset: dict[str, Any]) -> None:
     """Kueue's part: a Workload owned by the JobSet, Admitted at ADMITTED; the JobSet
     unsuspended."""
     meta = jobset["metadata"]
+    job = jobset["spec"]["replicatedJobs"][0]
+    pod_set = {"name": job["name"],
+               "count": job["replicas"] * job["template"]["spec"]["parallelism"],
+               "template": job["template"]["spec"]["template"]}
     kube_api.store.create("kueue.x-k8s.io", "workloads", {
         "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Workload",
         "metadata": {"name": f"jobset-{meta['name']}-abcde", "namespace": meta["namespace"],
                      "ownerReferences": [{"apiVersion": "jobset.x-k8s.io/v1alpha2",
                                           "kind": "JobSet", "name": meta["name"],
                                           "uid": meta["uid"]}]},
-        "spec": {"queueName": "research-queue", "podSets": []}}, namespace=meta["namespace"])
+        "spec": {"queueName": "research-queue", "podSets": [pod_set]}},
+        namespace=meta["namespace"])
     kube_api.store.patch("kueue.x-k8s.io", "workloads", f"jobset-{meta['name']}-abcde",
                          {"status": {"conditions": [{
                              "type": "Admitted", "status": "True", "reason": "Admitted",

@@ -1,9 +1,11 @@
 """Saxml versions through deploy_model and reconcile_models, in process, against the
 Kubernetes API stand-in, Cloud Storage and the Saxml proxy stand-in over sockets.
 
-Nothing runs pods here: when a test needs the model servers up, it writes their pods
-as Running, as the kubelet would once the slice exists. Time is passed to
-reconcile_models explicitly to cross the rollout deadline.
+Nothing runs pods here: when a test needs the model servers up, it unsuspends their
+JobSet as Kueue would and writes their pods as Running, as the kubelet would once the
+slice exists; a crash is the kubelet's restart count and last termination, a failed
+JobSet the JobSet controller's condition. Time is passed to reconcile_models
+explicitly to cross the rollout deadline.
 """
 
 from __future__ import annotations
@@ -90,8 +92,11 @@ def current_version(env: dict[str, Any]) -> str | None:
 
 
 def servers_run(api: KubeApiServer, jobset: dict[str, Any]) -> None:
-    """The model servers' pod, Running, as the kubelet reports it once the slice is up."""
+    """Kueue admits the JobSet (unsuspends it) and the model servers' pod runs, as the
+    kubelet reports it once the slice is up."""
     name = jobset["metadata"]["name"]
+    api.store.patch("jobset.x-k8s.io", "jobsets", name, {"spec": {"suspend": False}},
+                    namespace=TEAM_NAMESPACE)
     api.store.create("", "pods", {
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": f"{name}-slice-0-0", "namespace": TEAM_NAMESPACE,
@@ -196,3 +201,125 @@ def test_the_checkpoint_is_the_snapshots_directory_even_when_the_model_name_cont
     assert ledger.find(rollout).spec["checkpoint"] == (
         f"gs://{serving_env['bucket'].name}/releases/checkpoint-lm/{rollout}/"
         f"checkpoint-lm/1/checkpoint")
+
+
+# ------------------------------------------------------------ a version that serves
+def serving_v1(app: Any, env: dict[str, Any], api: KubeApiServer) -> tuple[str, dict[str, Any]]:
+    """v1 deployed, its servers running, current; its release id and JobSet."""
+    v1 = deploy(app, env, "v1", CHECKPOINT)
+    [jobset] = env["kube"].list(JOBSETS, TEAM_NAMESPACE)
+    servers_run(api, jobset)
+    assert ticks_until(lambda: current_version(env) == "v1")
+    return v1, jobset
+
+
+def crash(api: KubeApiServer, jobset: dict[str, Any], restarts: int, finished: str) -> None:
+    """What the kubelet reports after the model server exited and was restarted in place
+    (restartPolicy OnFailure): the restart count and the last termination."""
+    name = f"{jobset['metadata']['name']}-slice-0-0"
+    pod = api.store.get("", "pods", name, TEAM_NAMESPACE)
+    pod["status"] = {"phase": "Running", "containerStatuses": [{
+        "name": "c", "restartCount": restarts, "ready": True,
+        "state": {"running": {"startedAt": finished}},
+        "lastState": {"terminated": {
+            "exitCode": 1, "reason": "Error", "finishedAt": finished,
+            "message": f"F0105 jax: TPU initialization failed (crash {restarts})"}}}]}
+    api.store.update_status("", "pods", pod, namespace=TEAM_NAMESPACE)
+
+
+def servers_of(env: dict[str, Any], rollout: str) -> Any:
+    servers = load_ledger(env["kube"], NAMESPACE, "lm2b").find(rollout).servers
+    assert servers is not None
+    return servers
+
+
+def test_a_serving_versions_crashes_are_each_recorded_once_and_shown_by_models_status(
+        app, serving_env, proxy, kube_api, capsys, caplog):
+    from shared.cli import main as cli
+
+    v1, jobset = serving_v1(app, serving_env, kube_api)
+    for restarts in range(1, 6):
+        crash(kube_api, jobset, restarts, f"2026-01-05T10:{restarts * 10:02d}:00Z")
+        reconcile_models()
+        reconcile_models()  # a tick that sees the same restart again counts nothing
+
+    servers = servers_of(serving_env, v1)
+    assert servers.crashes == 5
+    assert [c.message for c in servers.recent_crashes] == [
+        f"F0105 jax: TPU initialization failed (crash {n})" for n in range(1, 6)]
+    assert sum("crashed" in r.message for r in caplog.records
+               if r.levelname == "WARNING") == 5
+    assert proxy.model_status("/sax/test/lm2b-v1") is not None  # still published
+    capsys.readouterr()
+    assert cli(["models", "status", "lm2b"]) == 0
+    out = capsys.readouterr().out
+    assert "servers     1/1 running" in out
+    assert "crashes     5, the last 2026-01-05 10:50:00" in out
+    assert "exited with code 1 (Error)" in out
+    for minute in (10, 20, 30, 40, 50):
+        assert f"2026-01-05 10:{minute}:00  1      {jobset['metadata']['name']}" in out
+
+
+def test_a_serving_versions_failed_jobset_is_recorded_as_lost_and_its_servers_made_again(
+        app, serving_env, proxy, kube_api, capsys, caplog):
+    from shared.cli import main as cli
+
+    v1, jobset = serving_v1(app, serving_env, kube_api)
+    failed = kube_api.store.get("jobset.x-k8s.io", "jobsets", jobset["metadata"]["name"],
+                                TEAM_NAMESPACE)
+    failed["status"] = {"restarts": 3, "terminalState": "Failed", "conditions": [
+        {"type": "Failed", "status": "True", "reason": "ReachedMaxRestarts",
+         "message": "jobset failed due to reaching max number of restarts",
+         "lastTransitionTime": "2026-01-05T10:00:00Z"}]}
+    kube_api.store.update_status("jobset.x-k8s.io", "jobsets", failed,
+                                 namespace=TEAM_NAMESPACE)
+
+    reconcile_models()
+    reconcile_models()  # seen again: the same loss, the same new JobSet
+
+    [again] = serving_env["kube"].list(JOBSETS, TEAM_NAMESPACE)
+    assert again["metadata"]["name"] == jobset["metadata"]["name"]
+    assert again["metadata"]["uid"] != jobset["metadata"]["uid"]
+    assert again["spec"] == jobset["spec"]  # the same version, snapshot and queue
+    servers = servers_of(serving_env, v1)
+    assert servers.losses == 1
+    assert "ReachedMaxRestarts" in servers.recent_losses[0].reason
+    assert any(r.levelname == "ERROR" and "lost its model servers" in r.message
+               for r in caplog.records)
+
+    # The garbage collector removes the old pods; the new servers start.
+    kube_api.store.delete("", "pods", f"{jobset['metadata']['name']}-slice-0-0",
+                          TEAM_NAMESPACE)
+    servers_run(kube_api, again)
+    reconcile_models()
+    servers = servers_of(serving_env, v1)
+    assert (servers.running, servers.losses, servers.lost) == (1, 1, False)
+    assert servers.recent_losses[0].recreated is not None
+    ledger = load_ledger(serving_env["kube"], NAMESPACE, "lm2b")
+    assert (ledger.current, ledger.find(v1).state) == (v1, "ready")
+    capsys.readouterr()
+    assert cli(["models", "status", "lm2b"]) == 0
+    out = capsys.readouterr().out
+    assert "lost        1 time(s), the last" in out
+    assert "ReachedMaxRestarts" in out
+    assert "created again 20" in out
+    assert cli(["models", "list"]) == 0
+    assert "1/1 running, 1 loss" in capsys.readouterr().out
+
+
+def test_a_run_whose_ledger_write_loses_does_not_make_the_servers_again(
+        app, serving_env, proxy, kube_api):
+    v1, jobset = serving_v1(app, serving_env, kube_api)
+    serving_env["kube"].delete(JOBSETS, jobset["metadata"]["name"], TEAM_NAMESPACE)
+    # Another run wrote the ledger between this run's read and its write.
+    kube_api.faults.fail_next(1, code=409, method="PUT",
+                              path_contains="/configmaps/accelops-model-lm2b")
+
+    report = reconcile_models()
+
+    assert report.deferred == ["lm2b"]
+    assert serving_env["kube"].list(JOBSETS, TEAM_NAMESPACE) == []
+    reconcile_models()
+    reconcile_models()
+    assert len(serving_env["kube"].list(JOBSETS, TEAM_NAMESPACE)) == 1
+    assert servers_of(serving_env, v1).losses == 1

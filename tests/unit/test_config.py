@@ -69,3 +69,18 @@ def test_a_changed_config_file_is_read_again(tmp_path: Path):
     later = time.time() + 5
     os.utime(path, (later, later))
     assert set(load_config(str(path)).teams) == {"b"}
+
+
+@pytest.mark.parametrize("team", ["ml_research", "Vision", "-edge", "a" * 50])
+def test_a_team_name_kubernetes_would_refuse_as_an_object_name_is_refused_by_key(team):
+    with pytest.raises(ConfigError) as caught:
+        parse_config(f"teams:\n  {team}: {{namespace: ns, queue: q}}\n", "cfg.yaml")
+    assert caught.value.field == f"teams.{team}"
+    assert "lowercase letters, digits and '-'" in caught.value.message
+    assert "at most 49 characters" in caught.value.message
+
+
+def test_the_longest_team_name_allowed_is_accepted():
+    team = "a" * 49
+    config = parse_config(f"teams:\n  {team}: {{namespace: ns, queue: q}}\n")
+    assert list(config.teams) == [team]

@@ -96,7 +96,8 @@ def test_the_readme_permissions_table_is_the_one_the_definition_renders():
 
     text = (REPO / "README.md").read_text()
     assert replace_block(text) == text
-    assert "`accelops-ingest-metrics` | `roles/bigquery.dataEditor` on the metrics dataset" in text
+    assert "`accelops-ingest-metrics` | `roles/bigquery.dataEditor` on table `requests`" in text
+    assert "`roles/bigquery.dataEditor` on the metrics dataset" not in text
 
 
 def test_bucket_uploads_reach_deploy_model_on_its_topic_for_the_upload_prefix():

@@ -52,7 +52,7 @@ def test_pod_fields_nested_under_tpu_are_refused(request_body: dict[str, Any]):
         ({"image": ""}, "image"),
         ({"name": ""}, "name"),
         ({"name": "-leading-dash"}, "name"),
-        ({"env": {"1BAD": "x"}}, "env.1BAD.[key]"),
+        ({"env": {"1BAD": "x"}}, "env.1BAD"),
         ({"priority": "urgent"}, "priority"),
         ({"max_restarts": -1}, "max_restarts"),
         ({"command": "python train.py"}, "command"),

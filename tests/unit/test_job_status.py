@@ -125,6 +125,50 @@ def test_under_strict_fifo_a_job_is_told_it_waits_for_those_ahead():
                for line in status.explanation)
 
 
+def test_a_preempted_job_is_queued_again_and_says_it_was_preempted_in_kueues_words():
+    js = jobset("bumped", slices=2)
+    text = ("Preempted to accommodate a workload (UID: uid-urgent) due to prioritization "
+            "in the ClusterQueue")
+    wl = workload(js, message=PENDING)
+    wl["status"]["conditions"] += [
+        {"type": "Evicted", "status": "True", "reason": "Preempted", "message": text},
+        {"type": "Preempted", "status": "True", "reason": "InClusterQueue", "message": text},
+        {"type": "Requeued", "status": "True", "reason": "Preempted", "message": text}]
+
+    status = queued(js, wl, [wl])
+
+    assert status.state == "queued"
+    assert status.queue is not None
+    assert status.queue.preempted == text
+    assert any(line.startswith(f"Preempted: {text}. Kueue evicted it for a job of higher "
+                               "priority") for line in status.explanation)
+    assert status.summary.startswith("queued again after being preempted: couldn't assign")
+
+
+def test_a_job_admitted_again_after_a_preemption_is_no_longer_said_to_be_preempted():
+    js = jobset("back", slices=2)
+    wl = workload(js, message=PENDING)
+    wl["status"]["conditions"].append({
+        "type": "Preempted", "status": "False", "reason": "QuotaReserved",
+        "message": "Previously: Preempted to accommodate a workload (UID: u) due to "
+                   "prioritization in the ClusterQueue"})
+
+    status = queued(js, wl, [wl])
+
+    assert status.queue is not None
+    assert status.queue.preempted is None
+    assert not any(line.startswith("Preempted:") for line in status.explanation)
+
+
+def test_a_job_kueue_made_no_workload_for_names_the_priority_class_it_needs():
+    js = jobset("no-class")
+
+    status = queued(js, None, [])
+
+    assert any("unless the WorkloadPriorityClass medium its kueue.x-k8s.io/priority-class "
+               "label names does not exist" in line for line in status.explanation)
+
+
 def test_a_missing_local_queue_is_explained_as_a_setup_problem():
     js = jobset("lost")
 
@@ -278,3 +322,29 @@ def test_list_lines_and_status_agree_and_survive_a_json_round_trip():
     assert table[0].split()[:4] == ["REQUEST", "ID", "JOBSET", "TEAM"]
     assert table[1].split()[:4] == ["done", line.jobset, "research", "succeeded"]
     assert format_status(status).splitlines()[3] == "state       succeeded"
+
+
+def test_restarts_after_a_disrupted_host_are_told_apart_from_those_that_spent_max_restarts():
+    js = admitted(jobset("spot", slices=2), ready=2)
+    js["spec"]["failurePolicy"] = {"maxRestarts": 1}
+    js["status"].update(restarts=3, restartsCountTowardsMax=1)
+    current = pods(js, attempt=3)
+
+    status = explain(Observation(jobset=js, now=NOW, teams=TEAMS, pods=current, pools={}))
+
+    assert ("The JobSet was restarted 3 time(s): 2 after a disrupted host (Spot preemption, "
+            "maintenance or a lost node), not counted against failurePolicy.maxRestarts 1, "
+            "and 1 after a failed pod, counted.") in status.explanation
+
+
+def test_a_job_restarted_only_by_disruptions_says_its_max_restarts_are_untouched():
+    js = finished(jobset("spot-done"), restarts=1)
+    js["spec"]["failurePolicy"] = {"maxRestarts": 0}
+
+    status = explain(Observation(jobset=js, now=NOW, teams=TEAMS, pods=pods(js, attempt=1,
+                                                                           phase="Succeeded")))
+
+    assert status.state == "succeeded"
+    assert ("The JobSet was restarted 1 time(s) after a disrupted host (Spot preemption, "
+            "maintenance or a lost node), which does not count against "
+            "failurePolicy.maxRestarts 0.") in status.explanation

@@ -17,10 +17,9 @@ from shared.metrics.job_event import JobEventRecord
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 CONFIG = AccelopsConfig.model_validate({"teams": {
-    "Research": {"namespace": "research", "queue": "research-queue"},
-    "research": {"namespace": "other", "queue": "other-queue"},
+    "research": {"namespace": "research", "queue": "research-queue"},
     "inference": {"namespace": "inference", "queue": "inference-queue"}}})
-REQUEST = {"name": "llama", "team": "Research", "image": "us-docker.pkg.dev/acme/t:1",
+REQUEST = {"name": "llama", "team": "research", "image": "us-docker.pkg.dev/acme/t:1",
            "tpu": {"type": "v5p-128", "slices": 3}}
 ERROR = PermanentError("9 slices requested; at most 4", field="tpu.slices",
                        rule="must be at most 4")
@@ -35,7 +34,7 @@ def test_a_jobset_names_the_configured_team_it_was_made_for_with_its_shape():
     facts = job_facts(jobset(), CONFIG.teams)
 
     assert facts is not None
-    assert facts.team == "Research"  # the label says "research"; the namespace decides
+    assert facts.team == "research"
     assert facts.request_id == "req-1"
     assert facts.jobset.startswith("research/llama-")
     assert (facts.tpu_type, facts.slices, facts.chips_per_slice) == ("v5p-128", 3, 64)
@@ -44,7 +43,7 @@ def test_a_jobset_names_the_configured_team_it_was_made_for_with_its_shape():
 def test_a_team_label_matching_no_configured_team_is_kept_as_it_is():
     assert team_of({"accelops.dev/team": "gone"}, "x", CONFIG.teams) == "gone"
     assert team_of({}, "x", CONFIG.teams) is None
-    assert team_of({"accelops.dev/team": "research"}, "elsewhere", CONFIG.teams) == "Research"
+    assert team_of({"accelops.dev/team": "research"}, "elsewhere", CONFIG.teams) == "research"
 
 
 def test_a_jobset_accelops_did_not_submit_has_no_lifecycle():

@@ -5,6 +5,7 @@ namespace, accounts and Sax cell, and every function its roles."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,11 +13,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from shared.config import ServingConfig, load_config, parse_config
+from shared.cli import main as cli_main
+from shared.config import MAX_TEAM_NAME, ServingConfig, load_config, parse_config
 from shared.deployment import system
 from shared.deployment.access import Probe, allowed_by_definition, probes
 from shared.deployment.cli import repo_root, write_files
-from shared.deployment.manifests import identity, overlay_files
+from shared.deployment.manifests import cluster_queue_name, identity, overlay_files
 from shared.deployment.serving import (
     ADMIN_PORT,
     PROXY_PORT,
@@ -95,6 +97,23 @@ def test_each_team_gets_a_namespace_with_pod_security_and_its_queues(overlay):
         assert {f["name"] for f in group["flavors"]} <= flavors
         assert {r["nominalQuota"] for f in group["flavors"] for r in f["resources"]} == {
             team.tpu_chips}
+
+
+def test_each_team_queue_admits_its_own_namespace_and_preempts_lower_priorities(overlay):
+    objects = kustomize(overlay)
+    config = load_config(str(SANDBOX_CONFIG))
+    queues = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ClusterQueue"}
+    namespaces = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Namespace"}
+    for name, team in config.teams.items():
+        spec = queues[f"{name}-cluster-queue"]["spec"]
+        # The CRD defaults withinClusterQueue to Never, under which nothing preempts.
+        assert spec["preemption"] == {"withinClusterQueue": "LowerPriority"}
+        selected = spec["namespaceSelector"]["matchLabels"]
+        labels = namespaces[team.namespace]["metadata"]["labels"]
+        assert selected.items() <= labels.items()
+        others = [t.namespace for other, t in config.teams.items() if other != name]
+        assert all(not selected.items() <= namespaces[ns]["metadata"]["labels"].items()
+                   for ns in others)
 
 
 def test_each_function_and_service_identity_is_bound_to_its_roles_by_its_email(overlay):
@@ -261,7 +280,10 @@ def test_deploy_model_applies_only_in_the_serving_namespace_and_jobsets_only_for
     assert not allowed_by_definition(deploy, Probe("create", *jobsets, "serving"), config)
     assert not allowed_by_definition(deploy, Probe("delete", *jobsets, "inference"), config)
     assert allowed_by_definition(reconcile, Probe("delete", *jobsets, "inference"), config)
-    assert not allowed_by_definition(reconcile, Probe("create", *jobsets, "inference"), config)
+    # A serving Saxml version's lost model servers are created again, in their namespace only.
+    assert allowed_by_definition(reconcile, Probe("create", *jobsets, "inference"), config)
+    assert not allowed_by_definition(reconcile, Probe("create", *jobsets, "research"), config)
+    assert not allowed_by_definition(reconcile, Probe("create", *jobsets, "serving"), config)
     assert not allowed_by_definition(reconcile, Probe("delete", *deployments, "serving"),
                                      config)
     assert not allowed_by_definition(deploy, Probe("get", "", "secrets", "serving"), config)
@@ -278,3 +300,24 @@ def test_a_serving_config_the_definition_cannot_deploy_is_refused(tmp_path, text
     with pytest.raises(ConfigError) as caught:
         overlay_files(parse_config(text, "test"), "acme-ml", tmp_path, REPO)
     assert caught.value.field == field
+
+
+def test_the_longest_team_name_gives_a_cluster_queue_name_local_queues_may_refer_to():
+    # The LocalQueue CRD (Kueue v0.10.1) checks spec.clusterQueue against this pattern;
+    # a label value (accelops.dev/team) is at most 63 characters.
+    pattern = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+    name = cluster_queue_name("a" * MAX_TEAM_NAME)
+    assert pattern.match(name)
+    assert len(name) <= 63
+
+
+def test_rendering_a_config_with_a_team_name_kubernetes_refuses_fails_naming_the_key(
+        tmp_path, capsys):
+    config = tmp_path / "accelops.yaml"
+    config.write_text("teams:\n  ml_research: {namespace: ml-research, queue: q}\n")
+    code = cli_main(["manifests", "render", "--config", str(config), "--project", "p",
+                     "--out", str(tmp_path / "overlay")])
+    assert code != 0
+    err = capsys.readouterr().err
+    assert "teams.ml_research" in err
+    assert not (tmp_path / "overlay").exists()

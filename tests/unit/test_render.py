@@ -62,6 +62,52 @@ def test_the_jobset_is_queued_in_the_team_namespace_and_local_queue(request_body
         "cloud.google.com/gke-nodepool")
     assert meta["annotations"]["accelops.dev/request-id"] == "req-42"
     assert jobset["spec"]["suspend"] is True
+    assert jobset["spec"]["failurePolicy"]["maxRestarts"] == 1
+
+
+def test_a_disrupted_host_fails_its_job_by_pod_failure_policy_and_restarts_the_jobset_uncounted(
+    request_body, config
+):
+    jobset = _render(request_body, config)
+    job = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]
+
+    assert job["backoffLimit"] == 0
+    assert job["podFailurePolicy"] == {"rules": [{
+        "action": "FailJob",
+        "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}
+    assert _pod(jobset)["restartPolicy"] == "Never"  # the Job API's condition for the policy
+    assert jobset["spec"]["failurePolicy"] == {
+        "maxRestarts": 1,
+        "rules": [{"name": "restartOnHostDisruption",
+                   "action": "RestartJobSetAndIgnoreMaxRestarts",
+                   "onJobFailureReasons": ["PodFailurePolicy"]}]}
+
+
+def test_the_failure_policy_rule_passes_the_jobset_webhooks_name_and_reason_checks(
+    request_body, config
+):
+    # jobset v0.7.2 pkg/webhooks/jobset_webhook.go: ruleNameFmt, validOnJobFailureReasons.
+    import re
+
+    valid_reasons = {"BackoffLimitExceeded", "DeadlineExceeded", "FailedIndexes",
+                     "MaxFailedIndexesExceeded", "PodFailurePolicy"}
+    [rule] = _render(request_body, config)["spec"]["failurePolicy"]["rules"]
+
+    assert re.fullmatch(r"[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?", rule["name"])
+    assert 1 <= len(rule["name"]) <= 128
+    assert set(rule["onJobFailureReasons"]) <= valid_reasons
+    assert rule["action"] in {"FailJobSet", "RestartJobSet", "RestartJobSetAndIgnoreMaxRestarts"}
+
+
+def test_pods_restarted_in_place_get_no_pod_failure_policy_which_the_job_api_would_refuse(
+    request_body, config
+):
+    jobset = render_jobset(check_policy(parse_job_request(request_body), config), "m-1",
+                           restart_policy="OnFailure")
+    job = jobset["spec"]["replicatedJobs"][0]["template"]["spec"]
+
+    assert _pod(jobset)["restartPolicy"] == "OnFailure"
+    assert "podFailurePolicy" not in job
     assert jobset["spec"]["failurePolicy"] == {"maxRestarts": 1}
 
 

@@ -128,7 +128,25 @@ def sim(store: ObjectStore, clock: SimClock) -> Simulation:
     return Simulation(store, clock, cluster=CLUSTER)
 
 
+# The WorkloadPriorityClasses accelops' manifests create (manifests/base).
+PRIORITIES = {"low": 100, "medium": 500, "high": 1000}
+
+
+def add_priorities(store: ObjectStore) -> None:
+    """The priority classes job requests name: Kueue makes no Workload without them."""
+    for name, value in PRIORITIES.items():
+        store.create(KUEUE, "workloadpriorityclasses", {
+            "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "WorkloadPriorityClass",
+            "metadata": {"name": name}, "value": value})
+
+
 def add_queue(store: ObjectStore, quota: int, *, strategy: str | None = None) -> None:
+    """One ClusterQueue with a single flavor ``tpu`` (a ResourceFlavor without
+    nodeLabels), its LocalQueue and the priority classes."""
+    add_priorities(store)
+    store.create(KUEUE, "resourceflavors", {
+        "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ResourceFlavor",
+        "metadata": {"name": "tpu"}, "spec": {}})
     spec: dict[str, Any] = {"namespaceSelector": {}, "resourceGroups": [{
         "coveredResources": ["google.com/tpu"],
         "flavors": [{"name": "tpu", "resources": [
@@ -279,6 +297,7 @@ def test_a_smaller_jobset_may_pass_a_bigger_one_unless_the_queue_is_strict_fifo(
 def test_a_jobset_without_a_queue_label_or_with_a_missing_queue_stays_suspended_and_says_why(
     store, sim
 ):
+    add_priorities(store)
     submit(store, tpu_jobset("no-label", queue=None))
     submit(store, tpu_jobset("no-queue", queue="nonexistent"))
 
@@ -306,7 +325,11 @@ def test_a_deactivated_workload_suspends_its_jobset_and_frees_the_quota(store, s
     sim.settle()
 
     assert jobset(store, "llama")["spec"]["suspend"] is True
-    assert is_true(store.list(KUEUE, "workloads", NAMESPACE)[0], "Evicted")
+    evicted = store.list(KUEUE, "workloads", NAMESPACE)[0]
+    assert (condition(evicted, "Evicted") or {}).get("reason") == "Deactivated"
+    assert (condition(evicted, "Requeued") or {}).get("status") == "False"
+    assert [e["message"] for e in events(store, "EvictedDueToDeactivated")] == [
+        "The workload is deactivated"]
     cq = store.get(KUEUE, "clusterqueues", "research-cq")
     assert cq["status"]["admittedWorkloads"] == 0
 
@@ -327,6 +350,7 @@ def add_flavor(store: ObjectStore, name: str, node_labels: dict[str, str] | None
 def add_flavored_queue(store: ObjectStore, quotas: dict[str, int]) -> None:
     """A ClusterQueue shaped like the production manifests: one resource group,
     one ``google.com/tpu`` flavor per accelerator, in the given order."""
+    add_priorities(store)
     store.create(KUEUE, "clusterqueues", {
         "apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "ClusterQueue",
         "metadata": {"name": "research-cq"},
@@ -485,13 +509,9 @@ def test_a_cluster_queue_naming_a_missing_resource_flavor_admits_nothing_until_i
     assert is_true(store.get(KUEUE, "clusterqueues", "research-cq"), "Active")
 
 
-@pytest.mark.parametrize("resource_flavor", [False, True],
-                         ids=["no-resource-flavors", "empty-resource-flavor"])
-def test_a_single_flavor_queue_without_node_labels_admits_as_it_always_did(
-    store, sim, resource_flavor
+def test_a_flavor_without_node_labels_admits_without_touching_the_pods_node_selector(
+    store, sim
 ):
-    if resource_flavor:
-        add_flavor(store, "tpu")
     add_queue(store, quota=32)
     body = tpu_jobset("llama")
     submit(store, body)

@@ -16,7 +16,7 @@ import yaml
 from sandbox.clock import SimClock
 from sandbox.cluster import Simulation
 from sandbox.cluster.__main__ import parse_args
-from sandbox.cluster.managers import DEFAULT_START_SECONDS
+from sandbox.cluster.managers import ANNOTATION_UNREADY, DEFAULT_START_SECONDS
 from sandbox.kubeapi import ObjectStore
 from sandbox.provision import CONTROLLERS_DIR
 
@@ -129,3 +129,22 @@ def test_the_cluster_process_takes_the_managers_start_delay_as_a_flag() -> None:
     assert args.controller_start_seconds == 30.0
     assert parse_args(["--state-dir", "/tmp/x", "--project", "p", "--location", "l",
                        "--cluster", "c"]).controller_start_seconds == DEFAULT_START_SECONDS
+
+
+def test_a_manager_annotated_unready_loses_its_endpoint_until_the_annotation_goes(
+        cluster: Simulation, clock: SimClock) -> None:
+    clock.advance(DEFAULT_START_SECONDS)
+    cluster.settle()
+    cluster.store.patch("apps", "deployments", "jobset-controller-manager", {"metadata": {
+        "annotations": {ANNOTATION_UNREADY: "true"}}}, namespace="jobset-system")
+    cluster.settle()
+    held = (available(cluster.store, "jobset-system", "jobset-controller-manager"),
+            endpoints(cluster.store, "jobset-system", "jobset-webhook-service").keys())
+    cluster.store.patch("apps", "deployments", "jobset-controller-manager", {"metadata": {
+        "annotations": {ANNOTATION_UNREADY: None}}}, namespace="jobset-system")
+    cluster.settle()
+
+    assert held[0] == "False"
+    assert "addresses" not in held[1]
+    assert available(cluster.store, "kueue-system", "kueue-controller-manager") == "True"
+    assert available(cluster.store, "jobset-system", "jobset-controller-manager") == "True"

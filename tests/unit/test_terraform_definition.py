@@ -19,6 +19,7 @@ from tests.unit.test_terraform_modules import (
     MODULES,
     ROOT,
     blocks,
+    evaluate,
     load,
     load_dir,
     resources,
@@ -36,7 +37,8 @@ CLUSTER_WIDE_ROLES = {"roles/container.admin", "roles/container.developer",
 # push tokens; log sink writers and the Cloud Storage service agent publish; the push
 # and Eventarc identities and named members invoke; the Eventarc identity receives
 # events; Kubernetes service accounts impersonate the workload identities; the GKE
-# node service account writes logs and metrics.
+# node service account holds GKE's minimum node role; the functions' build identity
+# writes build logs, pushes images and reads the source archive.
 INFRASTRUCTURE_ROLES = {
     "roles/pubsub.publisher": {"pubsub", "log_sink", "storage_events"},
     "roles/pubsub.subscriber": {"pubsub", "storage_events"},
@@ -44,8 +46,10 @@ INFRASTRUCTURE_ROLES = {
     "roles/run.invoker": {"functions", "services", "storage_events"},
     "roles/eventarc.eventReceiver": {"storage_events"},
     "roles/iam.workloadIdentityUser": {"workload_identity"},
-    "roles/logging.logWriter": {"gke"},
-    "roles/monitoring.metricWriter": {"gke"},
+    "roles/container.defaultNodeServiceAccount": {"gke"},
+    "roles/logging.logWriter": {"function_build"},
+    "roles/artifactregistry.writer": {"function_build"},
+    "roles/storage.objectViewer": {"function_build"},
 }
 # Project-level bindings Terraform makes for Google-managed identities, where the
 # API offers nothing narrower (Eventarc's transport topic is not known in advance).
@@ -192,6 +196,7 @@ def test_no_name_from_the_definition_is_written_in_hcl() -> None:
     doc = system()
     names = set(doc["topics"]) | {doc["push_invoker_account_id"]} | set(doc["custom_roles"])
     names.add(doc["eventarc_invoker_account_id"])
+    names.add(doc["function_build_account_id"])
     for spec in accounts():
         names.add(spec["service_account_id"])
     for spec in doc["functions"].values():
@@ -254,6 +259,10 @@ def test_every_grant_scope_of_the_definition_is_bound_somewhere() -> None:
     scopes = {g["scope"] for spec in accounts() for g in spec["grants"]}
     grants_main = (MODULES / "grants" / "main.tf").read_text("utf-8")
     iam_main = (MODULES / "iam" / "main.tf").read_text("utf-8")
+    # modules/iam binds the cluster scopes once per cluster its `clusters` names
+    # (modules/cluster_scope's `clusters`, keyed by scope).
+    (scope_locals,) = load_dir(MODULES / "cluster_scope")["locals"]
+    cluster_scopes = set(scope_locals["clusters"])
     for scope in scopes:
         # A scope is bound where the module selects it: `g.scope == "topic"`, or a bucket
         # scope as a key of the module's bucket map (`config_bucket = var.config_bucket`,
@@ -262,6 +271,8 @@ def test_every_grant_scope_of_the_definition_is_bound_somewhere() -> None:
                     if f'g.scope == "{scope}"' in text
                     or re.search(rf"^\s*{scope}\s*=\s*(coalesce\()?var\.{scope}\b", text,
                                  re.M)]
+        if scope in cluster_scopes and "lookup(var.clusters, g.scope, [])" in iam_main:
+            bound_in.append("iam")
         assert bound_in, f"grants of scope {scope!r} are bound nowhere"
     # Grants are bound for the accounts of every kind.
     for module in ("functions", "services", "workload_identity"):
@@ -272,21 +283,122 @@ def test_every_grant_scope_of_the_definition_is_bound_somewhere() -> None:
     assert "module.services.service_account_members" in iam["members"]
 
 
-def test_project_level_grants_are_only_custom_roles_or_named_predefined_roles() -> None:
-    project = [g for spec in accounts() for g in spec["grants"] if g["scope"] == "project"]
+def test_project_level_grants_are_only_bigquery_jobs_and_the_custom_roles_held_to_a_cluster(
+) -> None:
     custom = system()["custom_roles"]
-    for g in project:
-        assert g["role"] in custom or g["role"] in {"roles/bigquery.jobUser"}, g
+    for spec in accounts():
+        for g in spec["grants"]:
+            if g["scope"] == "project":
+                assert g["role"] == "roles/bigquery.jobUser", g
+            if g["role"] in custom:
+                assert g["scope"] in {"cluster", "scheduled_clusters"}, g
     for role in custom.values():
         assert all(p.startswith("container.clusters.") or p.startswith("container.operations.")
                    for p in role["permissions"]), role
 
 
-def test_bigquery_write_is_granted_on_the_dataset_only() -> None:
+def test_no_custom_role_holds_a_gke_permission_the_code_never_uses() -> None:
+    # shared/gke.py calls get_cluster and list_node_pools (container.clusters.get), creates,
+    # resizes, sets autoscaling of and deletes node pools (container.clusters.update) and
+    # gets operations (container.operations.get); it never lists operations.
+    gke = (ROOT / "shared" / "gke.py").read_text("utf-8")
+    assert "container_client(settings).get_operation" in gke
+    assert "list_operations" not in gke
+    held = {p for role in system()["custom_roles"].values() for p in role["permissions"]}
+    assert held == {"container.clusters.get", "container.clusters.update",
+                    "container.operations.get"}
+    # Only reconcile_slices follows operations.
+    following = {name for name, spec in system()["functions"].items() for g in spec["grants"]
+                 if "container.operations.get" in
+                 system()["custom_roles"].get(g["role"], {}).get("permissions", [])}
+    assert following == {"reconcile_slices"}
+
+
+def test_roles_that_can_change_a_cluster_say_so_in_their_description() -> None:
+    for role in system()["custom_roles"].values():
+        if "container.clusters.update" in role["permissions"]:
+            assert "every other change" in role["description"], role
+            assert "no other cluster change" not in role["description"], role
+
+
+def test_bigquery_writes_are_granted_per_table_and_never_on_the_dataset() -> None:
     for spec in accounts():
         for g in spec["grants"]:
-            if g["role"].startswith("roles/bigquery.data"):
-                assert g["scope"] == "dataset", g
+            if g["role"].startswith("roles/bigquery.") and g["scope"] == "dataset":
+                assert g["role"] in {"roles/bigquery.dataViewer",
+                                     "roles/bigquery.metadataViewer"}, g
+            if g["role"] == "roles/bigquery.dataEditor":
+                assert g["scope"] == "table", g
+                assert g["target"] in system()["bigquery"]["tables"], g
+
+
+def test_ingest_metrics_may_write_exactly_the_tables_it_inserts_into() -> None:
+    from shared.config import MetricsConfig
+    from shared.metrics import ingest
+
+    metrics = MetricsConfig()
+    inserted = {getattr(metrics, key) for _, key in ingest._ROUTES.values()}
+    inserted.add(metrics.rejections_table)
+    grants = system()["functions"]["ingest_metrics"]["grants"]
+    written = {g["target"] for g in grants if g["role"] == "roles/bigquery.dataEditor"}
+    assert written == inserted
+    on_dataset = {g["role"] for g in grants if g["scope"] == "dataset"}
+    assert on_dataset == {"roles/bigquery.metadataViewer"}, \
+        "no write role on the dataset: the views budgets read stay out of its reach"
+    # The grants module binds table grants on the table, with the dataset's table ids.
+    table = resources(MODULES / "grants")["google_bigquery_table_iam_member.table"]
+    assert table["for_each"] == "${local.table_grants}"
+    assert table["table_id"] == "${var.table_ids[each.value.target]}"
+    assert example_module("functions")["table_ids"] == "${module.bigquery.table_ids}"
+
+
+def test_the_node_pool_roles_are_bound_on_the_project_only_with_a_condition_on_the_cluster(
+) -> None:
+    iam = resources(MODULES / "iam")
+    conditional = iam["google_project_iam_member.cluster_grant"]
+    assert conditional["for_each"] == "${local.cluster_grants}"
+    assert conditional["condition"][0] == {
+        "title": "${var.conditions[each.value.cluster].title}",
+        "description": "${var.conditions[each.value.cluster].description}",
+        "expression": "${var.conditions[each.value.cluster].expression}",
+    }
+    # The unconditional binding takes the "project" scope only.
+    (local_block,) = load_dir(MODULES / "iam")["locals"]
+    assert 'if g.scope == "project"' in local_block["project_grants"]
+    node_pool_roles = {g["role"] for spec in accounts() for g in spec["grants"]
+                       if "container.clusters.update" in
+                       system()["custom_roles"].get(g["role"], {}).get("permissions", [])}
+    assert node_pool_roles == {"accelopsNodePoolOperator", "accelopsPoolScheduler"}
+    iam_call = example_module("iam")
+    assert iam_call["clusters"] == "${module.cluster_scope.clusters}"
+    assert iam_call["conditions"] == "${module.cluster_scope.conditions}"
+
+
+def test_the_grant_on_the_node_service_account_is_made_in_that_accounts_project(
+        tmp_path: Path) -> None:
+    (local_block,) = load_dir(MODULES / "grants")["locals"]
+    expression = local_block["node_service_account_project"].replace(
+        "var.node_service_account", "local.email").replace("var.project_id", "local.project")
+    assert evaluate(tmp_path, expression, email="tpu@other-proj.iam.gserviceaccount.com",
+                    project="p") == "other-proj"
+    assert evaluate(tmp_path, expression, email="123-compute@developer.gserviceaccount.com",
+                    project="p") == "p"
+    binding = resources(MODULES / "grants")[
+        "google_service_account_iam_member.node_service_account"]
+    assert binding["service_account_id"] == \
+        "projects/${local.node_service_account_project}/serviceAccounts/${var.node_service_account}"
+
+
+def test_the_node_service_account_of_the_team_config_is_the_one_granted() -> None:
+    scope = example_module("cluster_scope")
+    assert scope["node_service_account"] == "${try(local.config.slices.node_service_account, null)}"
+    assert example_module("functions")["node_service_account"] == \
+        "${module.cluster_scope.node_service_account}"
+    assert "node_service_account" not in blocks(EXAMPLE, "variable"), \
+        "one source: the team config the functions read"
+    (local_block, *_) = load_dir(EXAMPLE)["locals"]
+    assert local_block["config"] == "${yamldecode(file(local.config_file))}"
+    assert example_module("buckets")["config_file"] == "${local.config_file}"
 
 
 def test_publish_is_granted_on_a_topic_only() -> None:
@@ -426,3 +538,74 @@ def test_deploy_model_never_holds_delete_on_releases() -> None:
     assert on_releases == {"roles/storage.objectViewer", "roles/storage.objectCreator"}
     assert not any(g["role"] in {"roles/storage.objectAdmin", "roles/storage.admin",
                                  "roles/storage.objectUser"} for g in grants)
+
+
+def test_eventarc_delivers_to_the_functions_service_by_name_not_its_path(
+        tmp_path: Path) -> None:
+    # service_config.service is projects/P/locations/L/services/S; Eventarc wants S
+    # (provider >= 6.21 sends the value as given).
+    (local_block,) = load_dir(MODULES / "functions")["locals"]
+    expression = local_block["service_names"].replace(
+        "google_cloudfunctions2_function.function", "local.functions")
+    functions = {"deploy_model": {"service_config": [
+        {"service": "projects/p/locations/us-central1/services/accelops-deploy-model"}]}}
+    assert evaluate(tmp_path, expression, functions=functions) == \
+        {"deploy_model": "accelops-deploy-model"}
+    outputs = blocks(MODULES / "functions", "output")
+    assert outputs["service_names"]["value"] == "${local.service_names}"
+    # storage_events refuses a path outright.
+    services = blocks(MODULES / "storage_events", "variable")["function_services"]
+    assert 'strcontains(service, "/")' in services["validation"][0]["condition"]
+
+
+def test_eventarc_triggers_wait_for_the_grants_they_rely_on() -> None:
+    found = resources(MODULES / "storage_events")
+    wait = found["time_sleep.grants"]
+    assert wait["create_duration"] == "${var.iam_propagation}"
+    assert set(wait["triggers"]) == {"event_receiver", "gcs_publisher", "invokers"}
+    assert "google_project_iam_member.event_receiver" in wait["triggers"]["event_receiver"]
+    assert "google_project_iam_member.gcs_publisher" in wait["triggers"]["gcs_publisher"]
+    assert "eventarc_invoker" in wait["triggers"]["invokers"]
+    assert found["google_eventarc_trigger.trigger"]["depends_on"] == ["${time_sleep.grants}"]
+
+
+def test_every_function_is_built_as_its_own_build_identity_into_its_own_repository() -> None:
+    function = resources(MODULES / "functions")["google_cloudfunctions2_function.function"]
+    build = function["build_config"][0]
+    assert build["service_account"] == "${var.build_service_account}"
+    assert build["docker_repository"] == "${var.build_repository}"
+    call = example_module("functions")
+    assert call["build_service_account"] == "${module.function_build.service_account}"
+    assert call["build_repository"] == "${module.function_build.repository}"
+    assert example_module("function_build")["build_account_id"] == \
+        "${local.system.function_build_account_id}"
+
+
+def test_the_build_identity_holds_exactly_what_a_function_build_uses_each_where_it_is_used(
+) -> None:
+    found = resources(MODULES / "function_build")
+    bindings = {address: body for address, body in found.items() if "iam_member" in address}
+    assert {(address.split(".")[0], body["role"]) for address, body in bindings.items()} == {
+        ("google_project_iam_member", "roles/logging.logWriter"),
+        ("google_artifact_registry_repository_iam_member", "roles/artifactregistry.writer"),
+        ("google_storage_bucket_iam_member", "roles/storage.objectViewer"),
+    }
+    images = found["google_artifact_registry_repository_iam_member.build_images"]
+    assert images["repository"] == "${google_artifact_registry_repository.builds.name}"
+    source = found["google_storage_bucket_iam_member.build_source"]
+    assert source["bucket"] == "${var.source_bucket}"
+    assert example_module("function_build")["source_bucket"] == "${module.buckets.source_bucket}"
+    for body in bindings.values():
+        assert body["member"] == "${google_service_account.build.member}"
+    # The functions see the identity only once its grants have had time to take effect.
+    wait = found["time_sleep.grants"]
+    outputs = blocks(MODULES / "function_build", "output")
+    assert outputs["service_account"]["value"] == '${time_sleep.grants.triggers["service_account"]}'
+    assert outputs["repository"]["value"] == '${time_sleep.grants.triggers["repository"]}'
+    assert {"logs", "images", "source"} <= set(wait["triggers"])
+
+
+def test_cloud_run_services_set_deletion_protection_explicitly_and_can_be_destroyed() -> None:
+    service = resources(MODULES / "services")["google_cloud_run_v2_service.service"]
+    assert service["deletion_protection"] == "${var.deletion_protection}"
+    assert blocks(MODULES / "services", "variable")["deletion_protection"]["default"] is False

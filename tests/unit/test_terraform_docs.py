@@ -23,11 +23,13 @@ _RESOURCE = re.compile(r'^resource\s+"([\w-]+)"\s+"([\w-]+)"')
 
 _SCOPES = {
     "project": "project",
+    "cluster": "project, held to the accelops cluster by an IAM condition",
+    "scheduled_clusters": "project, held to each cluster pool_schedule acts on by an IAM condition",
     "config_bucket": "config bucket",
     "models_bucket": "models bucket",
     "releases_bucket": "releases bucket (the models bucket unless one is named)",
     "sax_bucket": "Sax bucket",
-    "node_service_account": "node service account (when configured)",
+    "node_service_account": "node service account (the team config's slices.node_service_account)",
 }
 
 
@@ -52,6 +54,8 @@ def least_privilege_table(system: dict[str, Any]) -> str:
                     role_text = f"`{role}`"
                 if grant["scope"] == "topic":
                     on = f"topic `{grant['target']}`"
+                elif grant["scope"] == "table":
+                    on = f"table `{system['bigquery']['dataset_id']}.{grant['target']}`"
                 elif grant["scope"] == "dataset":
                     on = f"dataset `{system['bigquery']['dataset_id']}`"
                 else:

@@ -2,13 +2,15 @@
 
 `terraform validate` cannot run here: `terraform init` cannot download the google
 provider offline, and validate needs its schema. These tests check what can be
-checked without it; checkov (`make checkov`) checks policy.
+checked without it (and run provider-free modules and expressions with the real
+terraform binary); checkov (`make checkov`) checks policy.
 
 The helpers at the top are shared by the other tests/unit/test_terraform_*.py files.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -108,7 +110,42 @@ def terraform_bin() -> str:
 
 
 def terraform_env() -> dict[str, str]:
-    return {**os.environ, "CHECKPOINT_DISABLE": "1"}
+    return {**os.environ, "CHECKPOINT_DISABLE": "1", "TF_IN_AUTOMATION": "1"}
+
+
+def run_root(directory: Path, main_tf: str) -> subprocess.CompletedProcess[str]:
+    """`terraform init` and `apply` a provider-free root module (offline)."""
+    binary = terraform_bin()
+    (directory / "main.tf").write_text(main_tf, "utf-8")
+    init = subprocess.run([binary, "init", "-input=false", "-no-color", "-backend=false"],
+                          cwd=directory, capture_output=True, text=True, env=terraform_env(),
+                          timeout=120, check=False)
+    assert init.returncode == 0, init.stderr
+    return subprocess.run([binary, "apply", "-auto-approve", "-input=false", "-no-color"],
+                          cwd=directory, capture_output=True, text=True, env=terraform_env(),
+                          timeout=120, check=False)
+
+
+def output(directory: Path, name: str) -> Any:
+    """An output of a root module `run_root` applied."""
+    out = subprocess.run([terraform_bin(), "output", "-json", name], cwd=directory,
+                         capture_output=True, text=True, env=terraform_env(), timeout=60,
+                         check=True)
+    return json.loads(out.stdout)
+
+
+def evaluate(directory: Path, expression: str, **locals_: Any) -> Any:
+    """The value of an HCL expression as python-hcl2 reads it (``"${...}"``), computed by
+    the real terraform, offline; each keyword is available as ``local.<name>``."""
+    assert expression.startswith("${"), expression
+    assert expression.endswith("}"), expression
+    (directory / "locals.json").write_text(json.dumps(locals_), "utf-8")
+    values = "\n".join(f'  {name} = jsondecode(file("${{path.module}}/locals.json")).{name}'
+                       for name in locals_)
+    result = run_root(directory, f"locals {{\n{values}\n}}\n"
+                                 f"output \"value\" {{\n  value = {expression[2:-1]}\n}}\n")
+    assert result.returncode == 0, result.stdout + result.stderr
+    return output(directory, "value")
 
 
 # --- the shape of the modules ----------------------------------------------------------
@@ -146,18 +183,66 @@ def test_every_output_is_described(directory: Path) -> None:
     assert not bad, f"{directory.relative_to(ROOT)}: outputs without description: {bad}"
 
 
+# Each provider a module may use, pinned the same way everywhere. The google floor is
+# 6.0: google_cloud_run_v2_service.deletion_protection (set in modules/services) does
+# not exist before 6.0.0, build_config.service_account before 5.26.0, and 5.x below
+# 5.38.0 rebuilds every function on every apply (envs/example/versions.tf).
+PROVIDERS = {
+    "google": {"source": "hashicorp/google", "version": ">= 6.0, < 7"},
+    "google-beta": {"source": "hashicorp/google-beta", "version": ">= 6.0, < 7"},
+    "time": {"source": "hashicorp/time", "version": ">= 0.9, < 1"},
+    "archive": {"source": "hashicorp/archive", "version": ">= 2.4, < 3"},
+}
+
+
+def data_sources(directory: Path) -> dict[str, Any]:
+    """"type.name" -> body of a module's data sources."""
+    return {f"{dtype}.{name}": body
+            for block in load_dir(directory).get("data", [])
+            for dtype, named in block.items() for name, body in named.items()}
+
+
+def providers_used(directory: Path) -> set[str]:
+    """The providers whose resources or data sources a module declares."""
+    used = set()
+    for address, body in {**resources(directory), **data_sources(directory)}.items():
+        kind = address.split(".")[0]
+        if kind.startswith("google_"):
+            used.add("google-beta" if body.get("provider") in ("google-beta", "${google-beta}")
+                     else "google")
+        elif kind.split("_")[0] in PROVIDERS:
+            used.add(kind.split("_")[0])
+    return used
+
+
+def required_providers(directory: Path) -> dict[str, Any]:
+    (terraform,) = load(directory / "versions.tf")["terraform"]
+    return {name: spec for block in terraform.get("required_providers", [])
+            for name, spec in block.items() if name != "__comments__"}
+
+
 @pytest.mark.parametrize("directory", [*module_dirs(), EXAMPLE], ids=lambda p: p.name)
-def test_terraform_and_the_google_provider_are_pinned(directory: Path) -> None:
+def test_terraform_and_every_provider_a_module_uses_are_pinned(directory: Path) -> None:
     (terraform,) = load(directory / "versions.tf")["terraform"]
     assert terraform["required_version"] == ">= 1.5"
-    providers = {name: spec for block in terraform.get("required_providers", [])
-                 for name, spec in block.items()}
-    uses_google = any(rtype.startswith("google_") for rtype in
-                      (key.split(".")[0] for key in resources(directory))) or directory == EXAMPLE
-    if uses_google:
-        assert providers["google"] == {"source": "hashicorp/google", "version": ">= 5.0, < 7"}
-    else:
+    providers = required_providers(directory)
+    expected = set(PROVIDERS) if directory == EXAMPLE else providers_used(directory)
+    assert set(providers) == expected, "every provider used is pinned, no other"
+    for name, spec in providers.items():
+        assert spec == PROVIDERS[name], (name, spec)
+    if not expected:
         assert not providers, "a provider-free module stays provider-free (its tests run offline)"
+
+
+def test_the_google_provider_floor_is_6_0_because_cloud_run_services_set_deletion_protection(
+) -> None:
+    # 5.x has no deletion_protection on google_cloud_run_v2_service: the argument the
+    # services set would be refused. This is what the floor in PROVIDERS is for.
+    service = resources(MODULES / "services")["google_cloud_run_v2_service.service"]
+    assert "deletion_protection" in service
+    assert PROVIDERS["google"]["version"].startswith(">= 6.0,")
+    function = resources(MODULES / "functions")["google_cloudfunctions2_function.function"]
+    assert "service_account" in function["build_config"][0], "needs >= 5.26"
 
 
 def test_every_module_is_used() -> None:
@@ -171,7 +256,8 @@ def test_every_module_is_used() -> None:
 def test_the_example_composes_every_top_level_module() -> None:
     called = {Path(body["source"]).name for body in blocks(EXAMPLE, "module").values()}
     expected = {"pubsub", "functions", "scheduler", "log_sink", "bigquery", "services",
-                "artifact_registry", "buckets", "iam", "gke"}
+                "artifact_registry", "buckets", "iam", "gke", "project_services",
+                "cluster_scope", "function_build", "function_source"}
     assert expected <= called, f"not composed in envs/example: {sorted(expected - called)}"
 
 
@@ -196,3 +282,37 @@ def test_terraform_fmt_finds_nothing_to_change() -> None:
     result = subprocess.run(command, capture_output=True, text=True, env=terraform_env(),
                             timeout=120, check=False)
     assert result.returncode == 0, f"terraform fmt would change:\n{result.stdout}{result.stderr}"
+
+
+def test_the_node_service_account_holds_gkes_minimum_node_role_and_nothing_else() -> None:
+    gke = resources(MODULES / "gke")
+    roles = [body for address, body in gke.items()
+             if address.startswith("google_project_iam_member.")]
+    assert [r["role"] for r in roles] == ["roles/container.defaultNodeServiceAccount"]
+    assert roles[0]["member"] == "serviceAccount:${google_service_account.nodes.email}"
+    pool = gke["google_container_node_pool.system"]
+    assert pool["node_config"][0]["service_account"] == "${google_service_account.nodes.email}"
+
+
+def test_the_created_node_service_account_is_known_at_plan() -> None:
+    # The config check of modules/cluster_scope names it when the config names none.
+    email = blocks(MODULES / "gke", "output")["node_service_account_email"]["value"]
+    assert email == ("${google_service_account.nodes.account_id}@${var.project_id}"
+                     ".iam.gserviceaccount.com")
+
+
+def test_private_clusters_let_the_control_plane_reach_the_admission_webhooks_on_9443() -> None:
+    gke = resources(MODULES / "gke")
+    rule = gke["google_compute_firewall.control_plane_webhooks"]
+    assert rule["count"] == "${var.enable_private_nodes ? 1 : 0}"
+    assert rule["direction"] == "INGRESS"
+    assert rule["source_ranges"] == ["${var.master_ipv4_cidr_block}"]
+    assert rule["allow"] == [{"protocol": "tcp", "ports": "${var.webhook_ports}"}]
+    assert blocks(MODULES / "gke", "variable")["webhook_ports"]["default"] == ["9443"]
+    assert rule["target_service_accounts"] == ["${google_service_account.nodes.email}"]
+    # The same range the control plane is given, and a higher priority than the
+    # module's deny-all rule.
+    cluster = gke["google_container_cluster.cluster"]
+    private = cluster["dynamic"][0]["private_cluster_config"]["content"][0]
+    assert private["master_ipv4_cidr_block"] == "${var.master_ipv4_cidr_block}"
+    assert rule["priority"] < gke["google_compute_firewall.deny_ingress"]["priority"]

@@ -5,16 +5,43 @@
  * shared/deployment/system.py) is read once here and its parts handed to the
  * modules: no topic, subscription, retry policy, size, service account or grant
  * is written in HCL.
+ *
+ * A first apply in a new project works in one run: modules/project_services
+ * enables the APIs, generates the service agents and waits for them before
+ * anything else is created; grants that a creation relies on are waited for where
+ * they are made (modules/function_build, modules/storage_events); the functions'
+ * source archive is built from this repository and uploaded by Terraform
+ * (modules/function_source). Only the service images are pushed between two
+ * applies (terraform/README.md, "Deploying").
  */
 
+# Requests name this project as their quota project (X-Goog-User-Project): with user
+# credentials from gcloud, which carry none, google_project_service and others
+# fail otherwise (provider reference, user_project_override: "it is recommended to
+# set this property to true"). The caller needs serviceusage.services.use here.
 provider "google" {
-  project = var.project_id
-  region  = var.region
+  project               = var.project_id
+  region                = var.region
+  user_project_override = true
+  billing_project       = coalesce(var.billing_project, var.project_id)
+}
+
+provider "google-beta" {
+  project               = var.project_id
+  region                = var.region
+  user_project_override = true
+  billing_project       = coalesce(var.billing_project, var.project_id)
 }
 
 locals {
-  generated_dir = "${path.module}/../../generated"
-  system        = jsondecode(file("${local.generated_dir}/system.json"))
+  generated_dir   = "${path.module}/../../generated"
+  repository_root = "${path.module}/../../.."
+  system          = jsondecode(file("${local.generated_dir}/system.json"))
+
+  # The team config uploaded as ACCELOPS_CONFIG; Terraform reads from it what the
+  # grants depend on (the node service account, the clusters pool_schedule acts on).
+  config_file = coalesce(var.config_file, "${path.module}/accelops.yaml")
+  config      = yamldecode(file(local.config_file))
 
   cluster_name     = var.create_cluster ? module.gke[0].name : var.cluster_name
   cluster_location = var.create_cluster ? module.gke[0].location : try(coalesce(var.cluster_location, var.zone), null)
@@ -67,12 +94,26 @@ check "saxml_reach" {
   }
 }
 
-resource "google_project_service" "api" {
-  for_each = toset(var.activate_apis)
+# Warn (not fail) at plan: pool_schedule acts on clusters in other projects, where no
+# binding made here reaches.
+check "pool_schedule_reach" {
+  assert {
+    condition     = length(module.cluster_scope.foreign_clusters) == 0
+    error_message = "pool_schedule.clusters names clusters of other projects (${join(", ", module.cluster_scope.foreign_clusters)}): no binding made here reaches them; grant the pool_schedule function's account (output service_account_emails) container.clusters.get and container.clusters.update in those projects, on those clusters."
+  }
+}
 
-  project            = var.project_id
-  service            = each.key
-  disable_on_destroy = false
+# The APIs were enabled here before modules/project_services existed.
+moved {
+  from = google_project_service.api
+  to   = module.project_services.google_project_service.api
+}
+
+module "project_services" {
+  source = "../../modules/project_services"
+
+  project_id    = var.project_id
+  activate_apis = var.activate_apis
 }
 
 module "gke" {
@@ -86,7 +127,20 @@ module "gke" {
   enable_private_nodes = var.enable_private_nodes
   labels               = local.labels
 
-  depends_on = [google_project_service.api]
+  depends_on = [module.project_services]
+}
+
+# Which clusters the GKE roles hold on, and the node service account TPU pools run
+# as: the team config must name one (it fails at plan otherwise, with the reason).
+module "cluster_scope" {
+  source = "../../modules/cluster_scope"
+
+  project_id                   = var.project_id
+  cluster_name                 = local.cluster_name
+  cluster_location             = local.cluster_location
+  node_service_account         = try(local.config.slices.node_service_account, null)
+  created_node_service_account = var.create_cluster ? module.gke[0].node_service_account_email : null
+  pool_schedule_clusters       = try(coalescelist(local.config.pool_schedule.clusters, []), [])
 }
 
 module "iam" {
@@ -99,21 +153,26 @@ module "iam" {
     { for name, f in local.system.functions : name => f.grants },
     { for name, s in local.system.services : name => s.grants },
   )
+  clusters   = module.cluster_scope.clusters
+  conditions = module.cluster_scope.conditions
 
-  depends_on = [google_project_service.api]
+  depends_on = [module.project_services]
 }
 
+# Applicable on its own (terraform apply -target=module.buckets), with the APIs.
 module "buckets" {
   source = "../../modules/buckets"
 
   project_id  = var.project_id
   location    = var.region
-  config_file = coalesce(var.config_file, "${path.module}/accelops.yaml")
+  config_file = local.config_file
   labels      = local.labels
 
-  depends_on = [google_project_service.api]
+  depends_on = [module.project_services]
 }
 
+# Applicable on its own (-target=module.artifact_registry): the service images are
+# pushed here before the services are created.
 module "artifact_registry" {
   source = "../../modules/artifact_registry"
 
@@ -121,7 +180,31 @@ module "artifact_registry" {
   location   = var.region
   labels     = local.labels
 
-  depends_on = [google_project_service.api]
+  depends_on = [module.project_services]
+}
+
+# The functions' source, zipped from this repository and uploaded under its hash.
+# No depends_on: the archive is built, and its name known, at plan.
+module "function_source" {
+  source = "../../modules/function_source"
+
+  bucket            = module.buckets.source_bucket
+  repository_root   = local.repository_root
+  requirements_file = "${local.generated_dir}/function_requirements.txt"
+  output_path       = "${path.root}/.terraform/accelops/function-source.zip"
+}
+
+# The identity and image repository of the functions' builds.
+module "function_build" {
+  source = "../../modules/function_build"
+
+  project_id       = var.project_id
+  region           = var.region
+  build_account_id = local.system.function_build_account_id
+  source_bucket    = module.buckets.source_bucket
+  labels           = local.labels
+
+  depends_on = [module.project_services]
 }
 
 module "bigquery" {
@@ -137,7 +220,7 @@ module "bigquery" {
   deletion_protection       = var.deletion_protection
   labels                    = local.labels
 
-  depends_on = [google_project_service.api]
+  depends_on = [module.project_services]
 }
 
 module "pubsub" {
@@ -150,30 +233,33 @@ module "pubsub" {
   push_endpoints          = module.functions.urls
   labels                  = local.labels
 
-  depends_on = [google_project_service.api]
+  depends_on = [module.project_services]
 }
 
 module "functions" {
   source = "../../modules/functions"
 
-  project_id           = var.project_id
-  region               = var.region
-  functions            = local.system.functions
-  runtime              = var.function_runtime
-  source_bucket        = module.buckets.source_bucket
-  source_object        = var.function_source_object
-  environment          = local.environment
-  push_invoker_member  = module.pubsub.push_invoker_member
-  topic_ids            = module.pubsub.topic_ids
-  dataset_id           = module.bigquery.dataset_id
-  config_bucket        = module.buckets.config_bucket
-  models_bucket        = module.buckets.models_bucket
-  releases_bucket      = var.releases_bucket
-  vpc_connector        = var.vpc_connector
-  node_service_account = var.node_service_account
-  labels               = local.labels
+  project_id            = var.project_id
+  region                = var.region
+  functions             = local.system.functions
+  runtime               = var.function_runtime
+  source_bucket         = module.buckets.source_bucket
+  source_object         = module.function_source.object
+  build_service_account = module.function_build.service_account
+  build_repository      = module.function_build.repository
+  environment           = local.environment
+  push_invoker_member   = module.pubsub.push_invoker_member
+  topic_ids             = module.pubsub.topic_ids
+  table_ids             = module.bigquery.table_ids
+  dataset_id            = module.bigquery.dataset_id
+  config_bucket         = module.buckets.config_bucket
+  models_bucket         = module.buckets.models_bucket
+  releases_bucket       = var.releases_bucket
+  vpc_connector         = var.vpc_connector
+  node_service_account  = module.cluster_scope.node_service_account
+  labels                = local.labels
 
-  depends_on = [google_project_service.api]
+  depends_on = [module.project_services]
 }
 
 # Uploads to the models bucket reach deploy_model (route: var.model_upload_route).
@@ -190,7 +276,7 @@ module "storage_events" {
   eventarc_invoker_account_id = local.system.eventarc_invoker_account_id
   labels                      = local.labels
 
-  depends_on = [google_project_service.api]
+  depends_on = [module.project_services]
 }
 
 # The identities Triton and Saxml run as (Workload Identity).
@@ -209,7 +295,7 @@ module "workload_identity" {
   sax_bucket      = module.buckets.sax_bucket
 
   # The Workload Identity pool exists once a cluster with Workload Identity does.
-  depends_on = [google_project_service.api, module.gke]
+  depends_on = [module.project_services, module.gke]
 }
 
 module "services" {
@@ -228,7 +314,7 @@ module "services" {
   models_bucket = module.buckets.models_bucket
   labels        = local.labels
 
-  depends_on = [google_project_service.api]
+  depends_on = [module.project_services]
 }
 
 module "scheduler" {
@@ -239,7 +325,7 @@ module "scheduler" {
   jobs       = local.system.scheduler_jobs
   topic_ids  = module.pubsub.topic_ids
 
-  depends_on = [google_project_service.api]
+  depends_on = [module.project_services]
 }
 
 module "log_sink" {
@@ -250,5 +336,5 @@ module "log_sink" {
   topic_ids    = module.pubsub.topic_ids
   cluster_name = local.cluster_name
 
-  depends_on = [google_project_service.api]
+  depends_on = [module.project_services]
 }

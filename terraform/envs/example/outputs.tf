@@ -46,13 +46,14 @@ output "dead_letter_subscription_ids" {
 }
 
 output "service_account_emails" {
-  description = "Service account email of every function and service, of the model servers' workload identities, and of the Pub/Sub push and Eventarc identities (the Kubernetes RBAC bindings of `accelops manifests render` name the functions' accounts)."
+  description = "Service account email of every function and service, of the model servers' workload identities, and of the Pub/Sub push, Eventarc and function build identities (the Kubernetes RBAC bindings of `accelops manifests render` name the functions' accounts)."
   value = merge(
     module.functions.service_account_emails,
     module.services.service_account_emails,
     module.workload_identity.emails,
     { push_invoker = module.pubsub.push_invoker_email },
     { eventarc_invoker = module.storage_events.eventarc_invoker_email },
+    { function_build = module.function_build.service_account_email },
   )
 }
 
@@ -96,26 +97,49 @@ output "image_repository" {
   value       = module.artifact_registry.url
 }
 
+output "images" {
+  description = "The image each Cloud Run service runs, by service (<image_repository>/<service>:<image_tags[service]>): what `accelops deploy up` builds and pushes before the full apply."
+  value       = local.images
+}
+
 output "dataset_id" {
   description = "The metrics dataset."
   value       = module.bigquery.dataset_id
 }
 
 output "cluster" {
-  description = "The cluster accelops acts on (ACCELOPS_CLUSTER, ACCELOPS_LOCATION) and, when created here, its node service account."
+  description = "The cluster accelops acts on (ACCELOPS_CLUSTER, ACCELOPS_LOCATION), the service account TPU node pools run as (the team config's slices.node_service_account) and, when created here, the cluster's own node service account."
   value = {
     name                 = local.cluster_name
     location             = local.cluster_location
-    node_service_account = var.create_cluster ? module.gke[0].node_service_account_email : null
+    node_service_account = module.cluster_scope.node_service_account
+    created_node_account = var.create_cluster ? module.gke[0].node_service_account_email : null
+  }
+}
+
+output "function_source" {
+  description = "The functions' source archive Terraform built from this repository: its object in the function source bucket (functions/<sha256>.zip) and the files it holds."
+  value = {
+    object = module.function_source.object
+    files  = module.function_source.files
   }
 }
 
 output "next_steps" {
-  description = "Commands to finish the deployment: the Kubernetes side, the definition's retry policy on Eventarc's subscriptions, then a check from outside."
+  description = "What finishes a deployment applied by hand, from the repository root: `accelops deploy up --from credentials` runs it (waiting where it must), or the commands themselves in order: cluster credentials, the controllers and the wait for them and their webhooks, the overlay, the definition's retry policy on Eventarc's subscriptions, a check from outside."
   value = join("\n", concat(
     [
+      "# From the repository root. All of it, in order: accelops deploy up --config ${local.next_config} --project ${var.project_id} --from credentials",
       "gcloud container clusters get-credentials ${local.cluster_name} --location ${local.cluster_location} --project ${var.project_id}",
-      "accelops manifests render --config ${coalesce(var.config_file, "${path.module}/accelops.yaml")} --project ${var.project_id} --sax-bucket ${module.buckets.sax_bucket} --out overlay",
+      # Kueue's and JobSet's admission webhooks are failurePolicy: Fail: until their
+      # controllers run, every ClusterQueue, ResourceFlavor and JobSet is refused.
+      "kubectl apply --server-side -k manifests/controllers",
+      "kubectl wait --for=condition=Available --timeout=300s deployment/kueue-controller-manager -n kueue-system",
+      "kubectl wait --for=condition=Available --timeout=300s deployment/jobset-controller-manager -n jobset-system",
+      "accelops manifests render --config ${local.next_config} --project ${var.project_id} --sax-bucket ${module.buckets.sax_bucket} --out overlay",
+      # Available is not enough: the webhooks answer once their endpoints and
+      # certificates are in place (a server-side dry run shows it).
+      "for attempt in $(seq 60); do if ! kubectl apply --server-side --dry-run=server -k overlay 2>&1 | grep -Eq '${local.webhooks_not_ready}'; then break; fi; sleep 5; done",
       "kubectl apply --server-side -k overlay",
     ],
     # Eventarc creates its subscriptions with its own retry defaults and no dead
@@ -129,4 +153,12 @@ output "next_steps" {
       "ACCELOPS_JOBS_API=${module.services.deterministic_urls["jobs_api"]} accelops jobs list",
     ],
   ))
+}
+
+locals {
+  # next_steps' commands run from the repository root: the config by its full path.
+  next_config = abspath(coalesce(var.config_file, "${path.module}/accelops.yaml"))
+  # What the API server and kubectl say while the controllers cannot admit yet
+  # (shared/deployment/up.py WEBHOOKS_NOT_READY; a test keeps the two equal).
+  webhooks_not_ready = "failed calling webhook|no endpoints available for service|ensure CRDs are installed first"
 }

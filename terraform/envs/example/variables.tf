@@ -39,15 +39,16 @@ variable "enable_private_nodes" {
   default     = true
 }
 
-variable "config_file" {
+variable "billing_project" {
   type        = string
-  description = "Local path of the team config YAML uploaded as ACCELOPS_CONFIG; null uses accelops.yaml next to this file."
+  description = "Quota project of the provider's requests (X-Goog-User-Project); null: project_id. The caller needs serviceusage.services.use on it."
   default     = null
 }
 
-variable "function_source_object" {
+variable "config_file" {
   type        = string
-  description = "Object name, in the function source bucket, of the functions' source archive (see terraform/README.md)."
+  description = "Local path of the team config YAML uploaded as ACCELOPS_CONFIG; null uses accelops.yaml next to this file. Terraform reads slices.node_service_account (required: the account TPU node pools run as) and pool_schedule.clusters from it."
+  default     = null
 }
 
 variable "function_runtime" {
@@ -88,12 +89,6 @@ variable "jobs_api_audiences" {
   type        = list(string)
   description = "ID token audiences the jobs API accepts besides its own URL (e.g. a custom audience your clients mint tokens for)."
   default     = []
-}
-
-variable "node_service_account" {
-  type        = string
-  description = "Email of the service account TPU node pools run as (the team config's slices.node_service_account); reconcile_slices gets roles/iam.serviceAccountUser on it. Null when the config names none."
-  default     = null
 }
 
 variable "model_upload_route" {

@@ -2,6 +2,13 @@
  * One Cloud Run function (gen2) per function of the definition, each with its own
  * service account and only the grants the definition lists for it.
  *
+ * Each is built by Cloud Build as the build identity of modules/function_build
+ * (build_config.service_account, provider >= 5.26: CHANGELOG_v5.md 5.26.0), into
+ * that module's image repository (build_config.docker_repository), from the
+ * archive modules/function_source uploaded under its content hash: a new source is
+ * a new object name, which redeploys every function, and the same source changes
+ * nothing.
+ *
  * No event_trigger: the push subscriptions of modules/pubsub deliver the events,
  * so the retry and dead-letter policy is the definition's, and the functions
  * accept requests only from inside the project (ingress ALLOW_INTERNAL_ONLY,
@@ -14,6 +21,18 @@
  * private-range traffic through var.vpc_connector; the others reach Google APIs
  * only and get no connector.
  */
+
+locals {
+  # service_config.service is the full resource name the API returns
+  # (projects/P/locations/L/services/S). Eventarc's destination.cloud_run_service.service
+  # wants the service's name: provider >= 6.21 sends the value unchanged
+  # (google/services/eventarc/resource_eventarc_trigger.go,
+  # expandEventarcTriggerDestinationCloudRunServiceService, v6.21.0 and v6.50.0), and a
+  # path there fails the trigger's creation. The IAM resources accept either.
+  service_names = {
+    for name, f in google_cloudfunctions2_function.function : name => regex("[^/]+$", f.service_config[0].service)
+  }
+}
 
 resource "google_service_account" "function" {
   for_each = var.functions
@@ -34,8 +53,10 @@ resource "google_cloudfunctions2_function" "function" {
   labels      = var.labels
 
   build_config {
-    runtime     = var.runtime
-    entry_point = each.value.entry_point
+    runtime           = var.runtime
+    entry_point       = each.value.entry_point
+    service_account   = var.build_service_account
+    docker_repository = var.build_repository
 
     source {
       storage_source {
@@ -74,7 +95,7 @@ resource "google_cloud_run_v2_service_iam_member" "push_invoker" {
 
   project  = var.project_id
   location = var.region
-  name     = google_cloudfunctions2_function.function[each.key].service_config[0].service
+  name     = local.service_names[each.key]
   role     = "roles/run.invoker"
   member   = var.push_invoker_member
 }
@@ -90,6 +111,7 @@ module "grants" {
     }
   }
   topic_ids            = var.topic_ids
+  table_ids            = var.table_ids
   dataset_id           = var.dataset_id
   config_bucket        = var.config_bucket
   models_bucket        = var.models_bucket

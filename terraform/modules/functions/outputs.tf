@@ -4,8 +4,8 @@ output "names" {
 }
 
 output "service_names" {
-  description = "Name of each function's Cloud Run service (what Eventarc triggers deliver to), by function name."
-  value       = { for name, f in google_cloudfunctions2_function.function : name => f.service_config[0].service }
+  description = "Name (not the projects/.../services/... path) of each function's Cloud Run service, what Eventarc triggers deliver to, by function name."
+  value       = local.service_names
 }
 
 output "urls" {

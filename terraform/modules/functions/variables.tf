@@ -54,7 +54,17 @@ variable "source_bucket" {
 
 variable "source_object" {
   type        = string
-  description = "Object name of the source archive in source_bucket (a zip with main.py and requirements.txt at its root)."
+  description = "Object name of the source archive in source_bucket (modules/function_source: a zip with main.py, the shared/ package and requirements.txt at its root)."
+}
+
+variable "build_service_account" {
+  type        = string
+  description = "The service account Cloud Build builds the functions as (projects/<project>/serviceAccounts/<email>; modules/function_build)."
+}
+
+variable "build_repository" {
+  type        = string
+  description = "The Artifact Registry repository the built images go to (projects/<project>/locations/<region>/repositories/<id>; modules/function_build)."
 }
 
 variable "environment" {
@@ -70,6 +80,11 @@ variable "push_invoker_member" {
 variable "topic_ids" {
   type        = map(string)
   description = "Topic id by topic name, for the functions' publish grants."
+}
+
+variable "table_ids" {
+  type        = map(string)
+  description = "Table id by table name in the metrics dataset, for grants of scope \"table\"."
 }
 
 variable "dataset_id" {

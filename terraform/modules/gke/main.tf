@@ -3,7 +3,9 @@
  * Workload Identity, shielded nodes, REGULAR release channel, private nodes
  * (with Cloud NAT for image pulls) unless turned off, and one small CPU node pool
  * for the system workloads (Kueue, JobSet). TPU node pools are not declared here:
- * reconcile_slices creates and deletes them as JobSets come and go.
+ * reconcile_slices creates and deletes them as JobSets come and go, running as
+ * the node service account the team config names (slices.node_service_account;
+ * this module's node_service_account_email is the natural one).
  */
 
 locals {
@@ -31,6 +33,35 @@ resource "google_compute_firewall" "deny_ingress" {
     protocol = "all"
   }
   source_ranges = ["0.0.0.0/0"]
+
+  log_config {
+    metadata = "INCLUDE_ALL_METADATA"
+  }
+}
+
+# With private nodes the control plane reaches the nodes only on what GKE's own
+# rules open (443, 10250). Kueue and JobSet serve their admission webhooks on 9443
+# (containerPort and the webhook Service's targetPort: kubernetes-sigs/kueue v0.10.1
+# config/default/manager_webhook_patch.yaml, config/components/webhook/service.yaml;
+# kubernetes-sigs/jobset v0.7.2, the same files): without this rule every create of
+# a JobSet or a Kueue object times out in the webhook. Only from the control
+# plane's range, only to the nodes' service account, only that port.
+resource "google_compute_firewall" "control_plane_webhooks" {
+  count = var.enable_private_nodes ? 1 : 0
+
+  project     = var.project_id
+  name        = "${var.network_name}-control-plane-webhooks"
+  network     = google_compute_network.network.id
+  description = "Admission webhooks (Kueue, JobSet: tcp 9443) from the control plane of ${var.name}."
+  direction   = "INGRESS"
+  priority    = 1000
+
+  allow {
+    protocol = "tcp"
+    ports    = var.webhook_ports
+  }
+  source_ranges           = [var.master_ipv4_cidr_block]
+  target_service_accounts = [google_service_account.nodes.email]
 
   log_config {
     metadata = "INCLUDE_ALL_METADATA"
@@ -88,19 +119,20 @@ resource "google_compute_router_nat" "nat" {
   }
 }
 
-# The nodes' identity: writes logs and metrics, nothing else.
+# The nodes' identity, holding the one role GKE documents as the minimum for a
+# node service account ("Configure GKE node service accounts":
+# roles/container.defaultNodeServiceAccount on the project; it carries the log,
+# metric and metadata writes GKE's system agents make).
 resource "google_service_account" "nodes" {
   project      = var.project_id
   account_id   = var.node_service_account_id
   display_name = "accelops GKE nodes"
-  description  = "Node service account of ${var.name}: log and metric writer only."
+  description  = "Node service account of ${var.name} (the CPU pool, and TPU pools when the team config names it): GKE's minimum node role only."
 }
 
 resource "google_project_iam_member" "nodes" {
-  for_each = toset(["roles/logging.logWriter", "roles/monitoring.metricWriter"])
-
   project = var.project_id
-  role    = each.key
+  role    = "roles/container.defaultNodeServiceAccount"
   member  = "serviceAccount:${google_service_account.nodes.email}"
 }
 

@@ -20,8 +20,8 @@ output "workload_pool" {
 }
 
 output "node_service_account_email" {
-  description = "Email of the CPU pool's node service account; name it as slices.node_service_account to run TPU pools under it too."
-  value       = google_service_account.nodes.email
+  description = "Email of the node service account (the CPU pool's); name it as slices.node_service_account to run TPU pools under it too. Known at plan: <account id>@<project>.iam.gserviceaccount.com."
+  value       = "${google_service_account.nodes.account_id}@${var.project_id}.iam.gserviceaccount.com"
 }
 
 output "network" {

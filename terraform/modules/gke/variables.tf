@@ -65,6 +65,12 @@ variable "master_ipv4_cidr_block" {
   default     = "172.16.0.0/28"
 }
 
+variable "webhook_ports" {
+  type        = list(string)
+  description = "Ports the control plane may reach the nodes on besides GKE's own (private nodes): the admission webhooks of Kueue and JobSet serve on 9443."
+  default     = ["9443"]
+}
+
 variable "gcp_public_cidrs_access_enabled" {
   type        = bool
   description = "Let Google Cloud addresses reach the control plane: the functions call the Kubernetes API from Cloud Run. Turn off only with a VPC connector and a private endpoint."

@@ -1,7 +1,8 @@
 /**
  * Resource-level grants of the definition's service accounts: each role is bound
- * on the one topic, dataset, bucket or service account it is about, never on the
- * project. Grants of scope "project" are modules/iam's.
+ * on the one topic, table, dataset, bucket or service account it is about, never
+ * on the project. Grants of scope "project", "cluster" and "scheduled_clusters"
+ * are modules/iam's.
  *
  * Used by modules/functions, modules/services and modules/workload_identity for
  * their own accounts.
@@ -16,6 +17,9 @@ locals {
 
   topic_grants = {
     for g in local.grants : "${g.principal}/${g.target}/${g.role}" => g if g.scope == "topic"
+  }
+  table_grants = {
+    for g in local.grants : "${g.principal}/${g.target}/${g.role}" => g if g.scope == "table"
   }
   dataset_grants = {
     for g in local.grants : "${g.principal}/${g.role}" => g if g.scope == "dataset"
@@ -37,6 +41,10 @@ locals {
     for g in local.grants : "${g.principal}/${g.role}" => g
     if g.scope == "node_service_account" && var.node_service_account != null
   }
+  # The account's own project: a user-managed account's email names it
+  # (<id>@<project>.iam.gserviceaccount.com); any other (the Compute Engine default
+  # account, <number>-compute@developer...) is taken to be in this project.
+  node_service_account_project = try(regex("@([^.@]+)\\.iam\\.gserviceaccount\\.com$", var.node_service_account)[0], var.project_id)
 
   buckets = {
     config_bucket   = var.config_bucket
@@ -58,6 +66,27 @@ resource "google_pubsub_topic_iam_member" "topic" {
     precondition {
       condition     = contains(keys(var.topic_ids), each.value.target)
       error_message = "${each.value.principal}: grant on topic ${each.value.target}, which is not one of the definition's topics."
+    }
+  }
+}
+
+# Table-level: an account that inserts rows gets write access to those tables only,
+# never to the dataset's views. table_id may be the table's full id: the provider
+# parses projects/P/datasets/D/tables/T (google/services/bigquery/iam_bigquery_table.go,
+# v6.0.0 and v6.50.0).
+resource "google_bigquery_table_iam_member" "table" {
+  for_each = local.table_grants
+
+  project    = var.project_id
+  dataset_id = var.dataset_id
+  table_id   = var.table_ids[each.value.target]
+  role       = each.value.role
+  member     = var.principals[each.value.principal].member
+
+  lifecycle {
+    precondition {
+      condition     = contains(keys(var.table_ids), each.value.target)
+      error_message = "${each.value.principal}: grant on table ${each.value.target}, which is not one of the dataset's tables."
     }
   }
 }
@@ -96,7 +125,7 @@ resource "google_storage_bucket_iam_member" "bucket" {
 resource "google_service_account_iam_member" "node_service_account" {
   for_each = local.node_service_account_grants
 
-  service_account_id = "projects/${var.project_id}/serviceAccounts/${var.node_service_account}"
+  service_account_id = "projects/${local.node_service_account_project}/serviceAccounts/${var.node_service_account}"
   role               = each.value.role
   member             = var.principals[each.value.principal].member
 }

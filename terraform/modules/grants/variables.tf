@@ -19,7 +19,7 @@ variable "principals" {
     # An unknown scope would otherwise be bound nowhere, silently.
     condition = alltrue(flatten([
       for p in values(var.principals) : [
-        for g in p.grants : contains(["project", "topic", "dataset", "config_bucket", "models_bucket", "releases_bucket", "sax_bucket", "node_service_account"], g.scope)
+        for g in p.grants : contains(["project", "cluster", "scheduled_clusters", "topic", "table", "dataset", "config_bucket", "models_bucket", "releases_bucket", "sax_bucket", "node_service_account"], g.scope)
       ]
     ]))
     error_message = "A grant has a scope this module does not know; bind it here (or in modules/iam for project scope) before deploying."
@@ -32,9 +32,15 @@ variable "topic_ids" {
   default     = {}
 }
 
+variable "table_ids" {
+  type        = map(string)
+  description = "Table id by table name in the metrics dataset (modules/bigquery `table_ids`), for grants of scope \"table\"."
+  default     = {}
+}
+
 variable "dataset_id" {
   type        = string
-  description = "The metrics dataset, for grants of scope \"dataset\"; null when none of the accounts has one."
+  description = "The metrics dataset, for grants of scope \"dataset\" and \"table\"; null when none of the accounts has one."
   default     = null
 }
 

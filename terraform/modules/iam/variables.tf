@@ -24,5 +24,19 @@ variable "grants" {
     why    = string
     target = string
   })))
-  description = "Each principal's grants as system.json lists them; this module binds those of scope \"project\"."
+  description = "Each principal's grants as system.json lists them; this module binds those of scope \"project\", and those of scope \"cluster\" and \"scheduled_clusters\" once per cluster with its condition."
+}
+
+variable "clusters" {
+  type        = map(list(string))
+  description = "Cluster resource names (projects/P/locations/L/clusters/C) by grant scope: \"cluster\" and \"scheduled_clusters\" (modules/cluster_scope `clusters`)."
+}
+
+variable "conditions" {
+  type = map(object({
+    title       = string
+    description = string
+    expression  = string
+  }))
+  description = "The IAM condition holding a binding to one cluster, by cluster resource name (modules/cluster_scope `conditions`)."
 }

@@ -35,6 +35,12 @@ resource "google_cloud_run_v2_service" "service" {
   ingress     = each.value.ingress == "all" ? "INGRESS_TRAFFIC_ALL" : var.ingress
   labels      = var.labels
 
+  # Provider 6.0 added deletion_protection to google_cloud_run_v2_service, true
+  # unless set (CHANGELOG 6.0.0; resource_cloud_run_v2_service.go): destroy and every
+  # replacement fail. 5.x has no such argument (hence the provider floor 6.0). The
+  # services hold no state: false unless var.deletion_protection says otherwise.
+  deletion_protection = var.deletion_protection
+
   template {
     service_account                  = google_service_account.service[each.key].email
     max_instance_request_concurrency = each.value.concurrency

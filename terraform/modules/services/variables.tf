@@ -103,3 +103,9 @@ variable "labels" {
   description = "Labels for the services."
   default     = {}
 }
+
+variable "deletion_protection" {
+  type        = bool
+  description = "Refuse to destroy (or replace) the Cloud Run services. They hold no state, so false: destroy and replacements work."
+  default     = false
+}

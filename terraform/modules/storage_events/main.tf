@@ -20,6 +20,12 @@
  *   prefix and event, published to the function's trigger topic, which the push
  *   subscription of modules/pubsub delivers with the definition's policy. The
  *   service agent may publish to that topic only.
+ *
+ * A trigger is created right after the grants it relies on: Eventarc checks them
+ * at creation, and a grant takes a while to reach it, so the triggers wait
+ * (time_sleep.grants) after the grants, as they wait for the Eventarc service agent
+ * (modules/project_services). The destination is the function's Cloud Run service
+ * by name (modules/functions `service_names`), as Eventarc wants it.
  */
 
 data "google_project" "this" {
@@ -98,6 +104,18 @@ resource "google_project_iam_member" "gcs_publisher" {
   member  = local.gcs_service_agent
 }
 
+resource "time_sleep" "grants" {
+  count = length(local.eventarc) > 0 ? 1 : 0
+
+  create_duration = var.iam_propagation
+
+  triggers = {
+    event_receiver = google_project_iam_member.event_receiver[0].id
+    gcs_publisher  = google_project_iam_member.gcs_publisher[0].id
+    invokers       = join(",", sort([for binding in google_cloud_run_v2_service_iam_member.eventarc_invoker : binding.id]))
+  }
+}
+
 resource "google_eventarc_trigger" "trigger" {
   for_each = local.eventarc
 
@@ -124,11 +142,7 @@ resource "google_eventarc_trigger" "trigger" {
     }
   }
 
-  depends_on = [
-    google_project_iam_member.event_receiver,
-    google_project_iam_member.gcs_publisher,
-    google_cloud_run_v2_service_iam_member.eventarc_invoker,
-  ]
+  depends_on = [time_sleep.grants]
 }
 
 # Dead-lettering from the trigger's subscription (once its policy names a

@@ -47,7 +47,12 @@ variable "topic_ids" {
 
 variable "function_services" {
   type        = map(string)
-  description = "Cloud Run service name of each function (modules/functions `service_names`), for the Eventarc route."
+  description = "Cloud Run service name (not its projects/.../services/... path) of each function (modules/functions `service_names`), for the Eventarc route."
+
+  validation {
+    condition     = alltrue([for service in values(var.function_services) : !strcontains(service, "/")])
+    error_message = "function_services are Cloud Run service names: Eventarc's destination.cloud_run_service.service refuses a projects/.../services/... path."
+  }
 }
 
 variable "eventarc_invoker_account_id" {
@@ -65,4 +70,10 @@ variable "labels" {
   type        = map(string)
   description = "Labels for the triggers."
   default     = {}
+}
+
+variable "iam_propagation" {
+  type        = string
+  description = "How long the triggers wait after the grants they rely on (a Go duration)."
+  default     = "60s"
 }

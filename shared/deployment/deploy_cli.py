@@ -1,0 +1,205 @@
+"""``accelops deploy up|down``: gather what the plan needs (paths, the commit), print
+the plan or run it.
+
+The order and the commands are ``shared/deployment/up.py``'s; running them is
+``shared/deployment/runner.py``'s. Progress is kept in ``--work-dir`` (default
+``.deploy/<project>/`` in the repository): ``up.json``/``down.json`` (completed
+steps), ``kubeconfig`` (this deployment's cluster credentials) and ``overlay/`` (the
+rendered manifests).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+from shared.deployment.steps import Plan
+from shared.deployment.up import Kubernetes, Site
+from shared.errors import ConfigError
+
+__all__ = ["add_deploy_commands"]
+
+TOOLS = ("terraform", "gcloud", "kubectl")
+
+
+def _root() -> Path:
+    from shared.deployment.cli import repo_root
+
+    return repo_root()
+
+
+def _shown(path: Path, root: Path) -> str:
+    """As the steps print it: relative to the repository root (where they run) when
+    inside it."""
+    path = path.resolve()
+    return str(path.relative_to(root)) if path.is_relative_to(root) else str(path)
+
+
+def _revision(root: Path) -> str:
+    """The commit the images are built from (the load generator records it)."""
+    try:
+        done = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=root,  # noqa: S607
+                              capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout.strip() if done.returncode == 0 else ""
+
+
+def _site(args: argparse.Namespace, root: Path) -> Site:
+    from shared.config import load_config
+    if not args.config or not args.project:
+        raise ConfigError(f"deploy {args.deploy_command} needs --config and --project"
+                          + (" (or --sandbox STATE_DIR)" if args.deploy_command == "up" else ""))
+    config = Path(args.config).resolve()
+    if not config.is_file():
+        raise ConfigError(f"no team config at {args.config}")
+    load_config(str(config))  # a config the functions would refuse stops here
+    terraform_dir = Path(args.terraform_dir or root / "terraform" / "envs" / "example").resolve()
+    if not (terraform_dir / "main.tf").is_file():
+        raise ConfigError(f"{terraform_dir} holds no Terraform configuration (main.tf)")
+    work = Path(args.work_dir or root / ".deploy" / args.project).resolve()
+    return Site(
+        project=args.project, config=_shown(config, root),
+        # Terraform reads the file relative to its own directory (-chdir).
+        terraform_config=os.path.relpath(config, terraform_dir),
+        terraform_dir=_shown(terraform_dir, root), work_dir=_shown(work, root),
+        state_bucket=args.state_bucket or f"{args.project}-tfstate",
+        state_location=args.state_location,
+        kubernetes=Kubernetes(_shown(work / "kubeconfig", root), _shown(work / "overlay", root),
+                              controllers_timeout_seconds=args.controllers_timeout),
+        builder=getattr(args, "builder", "cloudbuild"),
+        revision=_revision(root), auto_approve=args.auto_approve)
+
+
+def _preflight(site: Site, tools: tuple[str, ...]) -> None:
+    missing = [tool for tool in tools if shutil.which(tool) is None]
+    if missing:
+        raise ConfigError(f"not on PATH: {', '.join(missing)} (deploy runs terraform, "
+                          "gcloud and kubectl; see README 'Deploy to Google Cloud')")
+    tfvars = _root() / site.terraform_dir / "terraform.tfvars"
+    if not tfvars.is_file():
+        raise ConfigError(f"no {tfvars}: copy terraform.tfvars.example next to it and set "
+                          "the cluster, image_tags and who may call the services")
+
+
+def _rerun(args: argparse.Namespace) -> str:
+    """The command that continues this one (said when a step fails)."""
+    if getattr(args, "sandbox", None):
+        return f"accelops deploy up --sandbox {args.sandbox}"
+    words = [f"accelops deploy {args.deploy_command}", f"--config {args.config}",
+             f"--project {args.project}"]
+    for flag in ("state_bucket", "terraform_dir", "work_dir"):
+        if getattr(args, flag):
+            words.append(f"--{flag.replace('_', '-')} {getattr(args, flag)}")
+    if getattr(args, "builder", "cloudbuild") != "cloudbuild":
+        words.append(f"--builder {args.builder}")
+    words += ["--auto-approve"] if args.auto_approve else []
+    words += ["--delete-data"] if getattr(args, "delete_data", False) else []
+    return " ".join(words)
+
+
+def _run(args: argparse.Namespace, plan: Plan, work: Path, other: str) -> int:
+    from shared.deployment.runner import Runner
+    from shared.deployment.steps import script
+
+    if args.plan:
+        print(script(plan), end="")
+        return 0
+    state = work / f"{plan.command}.json"
+    Runner(_root(), state, _rerun(args)).run(plan, from_step=args.from_step,
+                                             restart=args.restart)
+    # A finished up makes an earlier down's progress meaningless, and the other way round.
+    (work / f"{other}.json").unlink(missing_ok=True)
+    return 0
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from shared.deployment.up import sandbox_plan, up_plan
+
+    root = _root()
+    if args.sandbox:
+        from sandbox.runner import Sandbox
+        from sandbox.topology import PROJECT
+
+        sandbox = Sandbox.attach(Path(args.sandbox))
+        work = sandbox.state_dir / "deploy"
+        k = Kubernetes(_shown(sandbox.kubeconfig, root), _shown(work / "overlay", root),
+                       controllers_timeout_seconds=args.controllers_timeout)
+        plan = sandbox_plan(_shown(sandbox.state_dir, root), _shown(sandbox.config, root),
+                            PROJECT, k)
+        if not args.plan and shutil.which("kubectl") is None:
+            raise ConfigError("not on PATH: kubectl")
+        return _run(args, plan, work, "down")
+    site = _site(args, root)
+    if not args.plan:
+        _preflight(site, (*TOOLS, *(("docker",) if site.builder == "docker" else ())))
+    return _run(args, up_plan(site), root / site.work_dir, "down")
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    from shared.config import load_config
+    from shared.deployment.down import down_plan
+
+    root = _root()
+    site = _site(args, root)
+    teams = load_config(str(Path(args.config).resolve())).teams.values()
+    plan = down_plan(site, (team.namespace for team in teams), controllers=args.controllers)
+    if not args.plan:
+        if not args.delete_data:
+            raise ConfigError("deploy down deletes the metrics tables and the buckets (team "
+                              "config, function source, models with the releases kept "
+                              "there, the Sax cell's state) with everything in them: pass "
+                              "--delete-data to go on (--plan shows every step)")
+        _preflight(site, TOOLS)
+    return _run(args, plan, root / site.work_dir, "up")
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="the team config YAML (uploaded as ACCELOPS_CONFIG)")
+    parser.add_argument("--project", help="the Google Cloud project")
+    parser.add_argument("--plan", action="store_true",
+                        help="print the steps as shell commands; run nothing")
+    parser.add_argument("--from", dest="from_step", metavar="STEP",
+                        help="start at this step (default: after the last completed one)")
+    parser.add_argument("--restart", action="store_true",
+                        help="forget the recorded progress; start at the first step")
+    parser.add_argument("--terraform-dir",
+                        help="the Terraform configuration (default: terraform/envs/example)")
+    parser.add_argument("--work-dir", help="progress, kubeconfig and overlay "
+                                           "(default: .deploy/PROJECT)")
+    parser.add_argument("--state-bucket",
+                        help="bucket of Terraform's state (default: PROJECT-tfstate; "
+                             "created by up when missing)")
+    parser.add_argument("--state-location", default="US",
+                        help="location of the state bucket when up creates it (default: US)")
+    parser.add_argument("--auto-approve", action="store_true",
+                        help="apply and destroy without Terraform asking first")
+    parser.add_argument("--controllers-timeout", type=int, default=300, metavar="SECONDS",
+                        help="how long to wait for each controller to be Available")
+
+
+def add_deploy_commands(deploy: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    up = deploy.add_parser(
+        "up", help="deploy to Google Cloud in order: Terraform's state and foundation, "
+                   "images, function source, the rest, controllers, overlay, doctor")
+    _common(up)
+    up.add_argument("--builder", choices=["cloudbuild", "docker"], default="cloudbuild",
+                    help="build the service images with Cloud Build (default) or a local "
+                         "docker")
+    up.add_argument("--sandbox", metavar="STATE_DIR",
+                    help="only the Kubernetes half, on the local sandbox running from "
+                         "STATE_DIR")
+    up.set_defaults(func=cmd_up)
+
+    down = deploy.add_parser(
+        "down", help="remove a deployment: JobSets and their TPU pools, the overlay, the "
+                     "data, then terraform destroy")
+    _common(down)
+    down.add_argument("--delete-data", action="store_true",
+                      help="confirm that the metrics tables and buckets go with their data")
+    down.add_argument("--controllers", action="store_true",
+                      help="also delete the Kueue and JobSet controllers and their CRDs")
+    down.set_defaults(func=cmd_down)
