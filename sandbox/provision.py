@@ -1,13 +1,24 @@
 """Creating what the functions expect to find, from the deployment definition, with
 the tools production uses.
 
-Kubernetes: the team overlay is rendered as `accelops manifests render` renders it
-(namespaces, Kueue queues, RBAC over ``manifests/base``) and applied with the real
-``kubectl apply --server-side``. Pub/Sub: every topic of ``shared/deployment``, the
-functions' push subscriptions with their (time-scaled) retry and dead-letter policy,
-and pull subscriptions for reading what functions publish, through
-google-cloud-pubsub. Both are idempotent: running them against an already
-provisioned sandbox changes nothing.
+Kubernetes, in the order a first deployment to a new cluster needs: the Kueue and
+JobSet controllers (the sandbox's stand-in of ``manifests/controllers``: the pinned
+CRDs from ``sandbox/kubeapi/crds``, the controllers' Namespaces, Deployments,
+Services and webhook configurations from ``sandbox/cluster/controllers``) applied
+with the real ``kubectl apply --server-side -k``; then a wait until their webhooks
+answer — ``kubectl wait --for=condition=Available`` on the two controller
+Deployments, then ``kubectl apply --server-side --dry-run=server`` of the overlay
+retried while it fails with "failed calling webhook" (bounded; progress printed) —
+and only then the team overlay, rendered as `accelops manifests render` renders it
+(namespaces, Kueue queues, RBAC over ``manifests/base``) and applied the same way.
+Applied right after the controllers, the overlay would fail as on a real cluster:
+``Internal error occurred: failed calling webhook "mresourceflavor.kb.io": ... no
+endpoints available for service "kueue-webhook-service"``.
+
+Pub/Sub: every topic of ``shared/deployment``, the functions' push subscriptions
+with their (time-scaled) retry and dead-letter policy, and pull subscriptions for
+reading what functions publish, through google-cloud-pubsub. Both are idempotent:
+running them against an already provisioned sandbox changes nothing.
 """
 
 from __future__ import annotations
@@ -16,9 +27,12 @@ import contextlib
 import datetime as dt
 import shutil
 import subprocess
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from sandbox.topology import PROJECT, FunctionSpec
 from shared.config import load_config
@@ -26,11 +40,23 @@ from shared.deployment import system
 from shared.deployment.cli import repo_root, write_files
 from shared.deployment.manifests import overlay_files
 
-__all__ = ["KubectlError", "kubectl", "provision_kubernetes", "provision_pubsub",
-           "provision_serving"]
+__all__ = ["CONTROLLER_DEPLOYMENTS", "KubectlError", "install_controllers", "kubectl",
+           "provision_kubernetes", "provision_pubsub", "provision_serving",
+           "wait_for_controllers"]
 
 FIELD_MANAGER = "accelops-sandbox"
 KUBECTL_TIMEOUT = 60.0
+# How long a sandbox waits for the controllers' webhooks (real seconds).
+CONTROLLERS_TIMEOUT = 60.0
+CONTROLLERS_DIR = Path(__file__).resolve().parent / "cluster" / "controllers"
+# (namespace, Deployment) of the controllers manifests/controllers installs.
+CONTROLLER_DEPLOYMENTS = (("kueue-system", "kueue-controller-manager"),
+                          ("jobset-system", "jobset-controller-manager"))
+# What a dry run says while the controllers are not serving yet: their webhooks do not
+# answer, or (just after the CRDs were applied) their kinds are not served yet.
+NOT_ANSWERING = ("failed calling webhook", "ensure CRDs are installed first")
+
+Progress = Callable[[str], None]
 
 
 class KubectlError(RuntimeError):
@@ -54,13 +80,99 @@ def kubectl(kubeconfig: Path, *args: str, timeout: float = KUBECTL_TIMEOUT) -> s
     return done.stdout
 
 
-def provision_kubernetes(config_path: Path, kubeconfig: Path, overlay_dir: Path,
-                         project: str = PROJECT) -> str:
-    """Render the overlay of this config into ``overlay_dir`` and apply it (with the
-    base) by server-side apply; returns kubectl's report."""
+def _quiet(message: str) -> None:
+    return None
+
+
+def install_controllers(kubeconfig: Path, directory: Path) -> str:
+    """Apply the stand-in of ``manifests/controllers`` (written to ``directory`` as a
+    kustomization: the controllers' CRD files and manifests) by server-side apply;
+    returns kubectl's report."""
+    from sandbox.kubeapi.crdfiles import controller_crd_files
+
+    directory.mkdir(parents=True, exist_ok=True)
+    files = [*controller_crd_files(), *sorted(CONTROLLERS_DIR.glob("*.yaml"))]
+    for source in files:
+        shutil.copyfile(source, directory / source.name)
+    (directory / "kustomization.yaml").write_text(yaml.safe_dump({
+        "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+        "resources": [source.name for source in files]}, sort_keys=False))
+    return kubectl(kubeconfig, "apply", "--server-side", f"--field-manager={FIELD_MANAGER}",
+                   "-k", str(directory))
+
+
+def wait_for_controllers(kubeconfig: Path, overlay_dir: Path | None, *,
+                         timeout: float = CONTROLLERS_TIMEOUT,
+                         progress: Progress = _quiet) -> float:
+    """Wait until the controllers' webhooks answer, as a first deployment must: their
+    Deployments Available (``kubectl wait``), then a server-side dry run of the overlay
+    (when there is one) that no longer fails with "failed calling webhook". Returns the
+    seconds waited; KubectlError (saying what to look at) after ``timeout``."""
+    started = time.monotonic()
+    deadline = started + timeout
+    names = ", ".join(f"{ns}/{name}" for ns, name in CONTROLLER_DEPLOYMENTS)
+    progress(f"waiting up to {timeout:.0f}s for the Kueue and JobSet controllers "
+             f"(Deployments {names} Available) ...")
+    for namespace, name in CONTROLLER_DEPLOYMENTS:
+        left = max(1.0, deadline - time.monotonic())
+        try:
+            kubectl(kubeconfig, "wait", "--for=condition=Available", f"--timeout={left:.0f}s",
+                    "-n", namespace, f"deployment/{name}", timeout=left + 10)
+        except KubectlError as exc:
+            raise KubectlError(
+                f"the {namespace}/{name} Deployment did not become Available within "
+                f"{timeout:.0f}s; see the cluster log (logs/cluster.log) and `kubectl "
+                f"describe deployment -n {namespace} {name}`, then run `accelops sandbox "
+                f"down` and `up` again ({exc})") from exc
+    if overlay_dir is None:
+        waited = time.monotonic() - started
+        progress(f"controllers Available after {waited:.1f}s")
+        return waited
+    progress(f"controllers Available after {time.monotonic() - started:.1f}s; waiting for "
+             "their webhooks to answer a server-side dry run of the overlay ...")
+    attempts = 0
+    while True:
+        attempts += 1
+        try:
+            kubectl(kubeconfig, "apply", "--server-side", "--dry-run=server",
+                    f"--field-manager={FIELD_MANAGER}", "-k", str(overlay_dir))
+        except KubectlError as exc:
+            # Other refusals are what a dry run of a first deployment always meets (its
+            # namespaces exist only once really applied): the webhooks did answer.
+            if not any(sign in str(exc) for sign in NOT_ANSWERING):
+                break
+            if time.monotonic() >= deadline:
+                raise KubectlError(
+                    f"the Kueue and JobSet webhooks did not answer within {timeout:.0f}s "
+                    f"({attempts} dry runs); see logs/cluster.log, then run `accelops "
+                    f"sandbox down` and `up` again. Last refusal: {exc}") from exc
+            time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+            continue
+        break
+    waited = time.monotonic() - started
+    progress(f"webhooks answer after {waited:.1f}s ({attempts} dry run"
+             f"{'s' if attempts != 1 else ''})")
+    return waited
+
+
+def render_overlay(config_path: Path, overlay_dir: Path, project: str = PROJECT) -> Path:
+    """Write the overlay of this config (over ``manifests/base``) into ``overlay_dir``."""
     config = load_config(str(config_path))
     write_files(overlay_dir, overlay_files(config, project, overlay_dir, repo_root()),
                 check=False)
+    return overlay_dir
+
+
+def provision_kubernetes(config_path: Path, kubeconfig: Path, overlay_dir: Path,
+                         project: str = PROJECT, *, controllers_dir: Path | None = None,
+                         timeout: float = CONTROLLERS_TIMEOUT,
+                         progress: Progress = _quiet) -> str:
+    """Install the controllers, wait for their webhooks, then render the overlay of this
+    config into ``overlay_dir`` and apply it (with the base) by server-side apply;
+    returns kubectl's report of the overlay."""
+    render_overlay(config_path, overlay_dir, project)
+    install_controllers(kubeconfig, controllers_dir or overlay_dir.parent / "controllers")
+    wait_for_controllers(kubeconfig, overlay_dir, timeout=timeout, progress=progress)
     return kubectl(kubeconfig, "apply", "--server-side", f"--field-manager={FIELD_MANAGER}",
                    "-k", str(overlay_dir))
 

@@ -7,7 +7,10 @@ so a test can stop one — the Kubernetes API, say — and start it again on the
 port while the rest keep running. Everything the sandbox knows lives under one state
 directory: ``state.json`` (processes, ports), ``kubeconfig``, ``config.yaml``, ``env``,
 ``logs/`` and the ID token issuer's key (``id-tokens/``). ``up`` returns once every
-endpoint answers; ``down`` stops what ``state.json`` lists.
+endpoint answers; ``down`` stops what ``state.json`` lists. The cluster is provisioned
+as a first deployment must be (:mod:`sandbox.provision`): Kueue and JobSet first, a
+bounded wait until their webhooks answer (what it waits for, and how long it took,
+is printed), then the overlay.
 """
 
 from __future__ import annotations
@@ -319,7 +322,7 @@ class Sandbox:
             self._wait_ready(backends)
             with self.client_env():
                 if self.has("cluster"):
-                    self._provision_kubernetes()
+                    self._provision_kubernetes(progress=progress)
                 if self.has("bigquery"):
                     self._provision_bigquery()
                 if self.has("storage"):
@@ -535,10 +538,21 @@ class Sandbox:
         return rows
 
     # -- provisioning ----------------------------------------------------------------
-    def _provision_kubernetes(self) -> None:
-        from sandbox.provision import provision_kubernetes
+    def _provision_kubernetes(self, *, progress: bool) -> None:
+        """The controllers, a wait for their webhooks, then the overlay (sandbox/provision.py);
+        SandboxError when the webhooks never answer."""
+        from sandbox.provision import KubectlError, provision_kubernetes
 
-        provision_kubernetes(self.config, self.kubeconfig, self.state_dir / "manifests")
+        def report(message: str) -> None:
+            if progress:
+                print(f"  {message}", flush=True)
+
+        try:
+            provision_kubernetes(self.config, self.kubeconfig, self.state_dir / "manifests",
+                                 controllers_dir=self.state_dir / "controllers",
+                                 progress=report)
+        except KubectlError as exc:
+            raise SandboxError(str(exc)) from exc
 
     def _provision_pubsub(self, *, before_functions: bool) -> None:
         from sandbox.provision import provision_pubsub

@@ -18,7 +18,7 @@ from google.cloud import pubsub_v1
 from werkzeug.serving import make_server
 
 from sandbox.idtokens import TokenIssuer, certs_url, serve_certs
-from sandbox.kubeapi import KubeApiServer, start_kube_api
+from sandbox.kubeapi import KubeApiServer, install_crds, start_kube_api
 from sandbox.pubsub import PubSubServer, SubscriptionConfig, start_pubsub
 from shared import bigquery, kube, pubsub
 from shared.config import load_config
@@ -124,6 +124,7 @@ def jobs_api_world(directory: Path, bigquery_url: str) -> Iterator[JobsApiWorld]
     config_path = _config(directory, metrics.dataset)
     issuer = TokenIssuer.generate()
     kube_api = start_kube_api()
+    install_crds(kube_api.store)
     pubsub_api = start_pubsub(pull_wait_seconds=0.3)
     certs = serve_certs(issuer)
     try:

@@ -8,6 +8,14 @@ both states. Simulated time is saved too (``D/clock.json``): a restarted cluster
 resumes where it stopped, as if it had been paused, so saved timestamps and
 due times stay in the past and future they were in.
 
+The cluster has what GKE gives every cluster: the PodMonitoring CRD of managed
+collection is installed at start. Kueue and JobSet are not: they come with their
+release manifests (the sandbox runner applies its stand-in of
+``manifests/controllers``), and their controller managers turn ready
+``--controller-start-seconds`` simulated seconds after their Deployments are
+created (default 5, their readiness probes' initial delay); until then their
+webhooks refuse what they intercept (:mod:`sandbox.cluster.managers`).
+
 With ``--pubsub-host`` every newly unschedulable pod is published to
 ``--unschedulable-topic`` as the Cloud Logging entry a log sink would deliver.
 Each ``--schedule`` is a Cloud Scheduler job fired on the simulated clock at the
@@ -47,11 +55,13 @@ from typing import Any
 from sandbox.clock import SimClock
 from sandbox.cluster.containers import Launcher
 from sandbox.cluster.logsink import PubSubSink
+from sandbox.cluster.managers import DEFAULT_START_SECONDS
 from sandbox.cluster.nodes import ClusterRef
 from sandbox.cluster.objects import Obj, timestamp
 from sandbox.cluster.simulation import Simulation
 from sandbox.gke import GkeState, start_gke_api
-from sandbox.kubeapi import ObjectStore, start_kube_api
+from sandbox.kubeapi import ObjectStore, install_crds, start_kube_api
+from sandbox.kubeapi.crdfiles import gke_crd_files
 from sandbox.kubeapi.tls import ServingCertificate
 from sandbox.scheduler import ScheduledJob, Scheduler
 
@@ -102,8 +112,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="real seconds per second of a pod spec's readiness probe "
                              "timing, restart back-off, preStop sleeps and grace periods "
                              "(default 0.2)")
+    parser.add_argument("--controller-start-seconds", type=float,
+                        default=DEFAULT_START_SECONDS,
+                        help="simulated seconds from the creation of the Kueue and JobSet "
+                             "controller Deployments until their webhooks answer (default "
+                             f"{DEFAULT_START_SECONDS:g}, their readiness probes' initial delay)")
     parser.add_argument("--verbose", action="store_true")
     args = parser.parse_args(argv)
+    if args.controller_start_seconds < 0:
+        parser.error("--controller-start-seconds must not be negative")
     if args.max_processes < 1:
         parser.error("--max-processes must be at least 1")
     if args.pod_time_scale <= 0:
@@ -182,6 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     kube = start_kube_api("127.0.0.1", args.kube_port, state_file=state_dir / "kube-state.json",
                           clock=clock, store=store, token_file=args.token_auth_file,
                           access_log=args.access_log, certificate=certificate)
+    install_crds(store, gke_crd_files())  # GKE's own, present in every cluster
     gke_state = GkeState(clock)
     gke_state.add_cluster(cluster.project, cluster.location, cluster.name, kube.url)
     gke = start_gke_api(gke_state, "127.0.0.1", args.gke_port,
@@ -189,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     simulation = Simulation(store, clock, gke_state=gke_state, cluster=cluster.path,
                             launchers=launchers(args.storage_url, state_dir / "containers"),
                             max_processes=args.max_processes,
-                            pod_time_scale=args.pod_time_scale)
+                            pod_time_scale=args.pod_time_scale,
+                            controller_start_seconds=args.controller_start_seconds)
     sink: PubSubSink | None = None
     scheduler: Scheduler | None = None
     try:

@@ -29,6 +29,9 @@ looks (see :mod:`sandbox.cluster.rollout` for the rules it shares):
   for ``progressDeadlineSeconds`` on the simulated clock). Old ReplicaSets
   beyond ``revisionHistoryLimit`` are deleted once a rollout completes.
 
+Deployments the ``skip`` predicate claims are left alone (the controller managers
+of :mod:`sandbox.cluster.managers` keep their own status).
+
 Not simulated: proportional scaling of several ReplicaSets mid-rollout, pausing
 (a paused Deployment only gets its status), hash collisions, adoption.
 """
@@ -36,7 +39,7 @@ Not simulated: proportional scaling of several ReplicaSets mid-rollout, pausing
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sandbox.clock import SimClock
@@ -102,16 +105,19 @@ def _oldest_first(sets: list[Obj]) -> list[Obj]:
 class DeploymentController:
     """Rolls Deployments out through ReplicaSets; see the module docstring."""
 
-    def __init__(self, store: ObjectStore, clock: SimClock) -> None:
+    def __init__(self, store: ObjectStore, clock: SimClock, *,
+                 skip: Callable[[Obj], bool] | None = None) -> None:
         self.store = store
         self.clock = clock
+        self._skip = skip or (lambda deployment: False)
 
     def reconcile(self) -> float | None:
         """One sweep; returns when (simulated time) a progress deadline next expires."""
         by_owner = children_by_owner(self.store.list(*REPLICASETS), "Deployment")
         next_due: float | None = None
         for deployment in self.store.list(*DEPLOYMENTS):
-            if deleting(deployment) or not (deployment.get("spec") or {}).get("selector"):
+            if deleting(deployment) or not (deployment.get("spec") or {}).get("selector") \
+                    or self._skip(deployment):
                 continue
             due = self.reconcile_deployment(deployment, by_owner.get(uid_of(deployment), []))
             if due is not None and (next_due is None or due < next_due):

@@ -19,6 +19,9 @@ Where a client finds the proxy:
   the load balancer's address; here every Service shares 127.0.0.1, so it is the
   host port, the one to connect to. ClusterIP Services get no ingress, as on GKE.
 
+Services the ``skip`` predicate claims are left alone, Endpoints included (those of
+the controller managers' Services: :mod:`sandbox.cluster.managers`).
+
 The controller also keeps the core ``Endpoints`` object (same name as the
 Service: ``addresses`` for ready pods, ``notReadyAddresses`` for the others;
 terminating pods are in neither, as with the endpoints controller).
@@ -27,7 +30,7 @@ terminating pods are in neither, as with the endpoints controller).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from sandbox.clock import SimClock
@@ -87,13 +90,17 @@ def _proxied(service: Mapping[str, Any]) -> bool:
 class ServiceController:
     """Proxies, host-port publishing and Endpoints of Services; see the module docstring."""
 
-    def __init__(self, store: ObjectStore, clock: SimClock) -> None:
+    def __init__(self, store: ObjectStore, clock: SimClock, *,
+                 skip: Callable[[Obj], bool] | None = None) -> None:
         self.store = store
         self.clock = clock
+        self._skip = skip or (lambda service: False)
         self._proxies: dict[tuple[str, int], ServiceProxy] = {}
 
     def reconcile(self) -> None:
-        services = [s for s in self.store.list(*SERVICES) if _proxied(s)]
+        everything = self.store.list(*SERVICES)
+        skipped = [s for s in everything if self._skip(s)]
+        services = [s for s in everything if _proxied(s) and not self._skip(s)]
         pods: dict[str, list[Obj]] = {}
         for pod in self.store.list(*PODS):
             if (pod.get("spec") or {}).get("nodeName") and not pod_terminated(pod):
@@ -121,7 +128,8 @@ class ServiceController:
             self._endpoints(service, members)
         for key in [k for k in self._proxies if k not in kept]:
             self._proxies.pop(key).close()
-        self._drop_orphaned_endpoints({(namespace_of(s), name_of(s)) for s in services})
+        self._drop_orphaned_endpoints({(namespace_of(s), name_of(s))
+                                       for s in [*services, *skipped]})
 
     def close(self) -> None:
         """Stop every proxy."""

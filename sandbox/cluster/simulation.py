@@ -3,8 +3,9 @@
 One reconcile *pass* runs every controller once, in the order a change flows
 through a cluster: node pool events (disruptions included), lost-node pods,
 disrupted nodes coming back, Kueue admission, the JobSet and Job controllers, the
-HorizontalPodAutoscaler, Deployment and ReplicaSet controllers, owner garbage
-collection, the scheduler, Services (endpoints drop a deleted pod before its
+HorizontalPodAutoscaler, the Kueue and JobSet controller managers' readiness
+(:mod:`sandbox.cluster.managers`), Deployment and ReplicaSet controllers, owner
+garbage collection, the scheduler, Services (endpoints drop a deleted pod before its
 process is told to stop), then the kubelets (the process kubelet for pods whose
 images have a launcher, the simulated pod runtime for the rest). Every controller
 is level-triggered (it reads the store and corrects what differs), so passes are
@@ -49,6 +50,7 @@ from sandbox.cluster.jobs import JobController
 from sandbox.cluster.jobset import JobSetController
 from sandbox.cluster.kubelet import ProcessKubelet
 from sandbox.cluster.kueue import KueueController
+from sandbox.cluster.managers import DEFAULT_START_SECONDS, ControllerManagers
 from sandbox.cluster.nodes import ANNOTATION_CLUSTER, ClusterRef, NodePoolController
 from sandbox.cluster.objects import (
     LABEL_NODEPOOL,
@@ -97,6 +99,7 @@ class Simulation:
         pod_time_scale: float = 0.2,
         prober: Prober = probe_once,
         real_clock: Callable[[], float] | None = None,
+        controller_start_seconds: float = DEFAULT_START_SECONDS,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -108,7 +111,8 @@ class Simulation:
         self.jobsets = JobSetController(store, clock)
         self.jobs = JobController(store, clock)
         self.hpa = HorizontalPodAutoscalerController(store, clock)
-        self.deployments = DeploymentController(store, clock)
+        self.managers = ControllerManagers(store, clock, start_seconds=controller_start_seconds)
+        self.deployments = DeploymentController(store, clock, skip=self.managers.owns_deployment)
         self.replicasets = ReplicaSetController(store, clock)
         self.gc = GarbageCollector(store)
         self.kubelet = ProcessKubelet(store, clock, launchers=launchers or {},
@@ -118,7 +122,7 @@ class Simulation:
                                       inline=real_clock is not None)
         self.scheduler = Scheduler(store, clock, starts_itself=self.kubelet.handles)
         self.runtime = PodRuntime(store, clock, skip=self.kubelet.handles)
-        self.services = ServiceController(store, clock)
+        self.services = ServiceController(store, clock, skip=self.managers.owns_service)
         self._pool_events: deque[tuple[str, str, dict[str, Any]]] = deque()
         self._lock = threading.RLock()
         self._wake = threading.Event()
@@ -161,7 +165,8 @@ class Simulation:
             self.jobsets.reconcile()
             self.jobs.reconcile()
             self.hpa.reconcile()
-            dues = [node_due, self.deployments.reconcile(), self.replicasets.reconcile()]
+            dues = [node_due, self.managers.reconcile(), self.deployments.reconcile(),
+                    self.replicasets.reconcile()]
             self.gc.collect()
             self.scheduler.reconcile()
             self.services.reconcile()  # before the kubelet: a deleted pod leaves endpoints

@@ -17,6 +17,10 @@ certificate (kubectl sends tokens to https servers only); ``access_log=``
 records each decision as a JSON line; ``server.write_kubeconfig(path, token=...)``
 writes a kubeconfig (CA included) for one identity.
 
+Custom resources are served once their CRD exists, as on a real cluster:
+``install_crds(server.store)`` installs the sandbox's copies of the pinned CRDs
+(JobSet, Kueue, PodMonitoring) the way ``kubectl apply`` of them would.
+
 Simulated controllers in the same process use ``server.store`` (an
 :class:`ObjectStore`) directly and ``store.subscribe`` to react to changes.
 """
@@ -26,6 +30,7 @@ from __future__ import annotations
 import os
 
 from sandbox.kubeapi.authn import TokenEntry, UserInfo, admin_entry, write_token_file
+from sandbox.kubeapi.crdfiles import install_crds
 from sandbox.kubeapi.errors import ApiError
 from sandbox.kubeapi.faults import FaultInjector
 from sandbox.kubeapi.kubeconfig import kubeconfig_dict, write_kubeconfig
@@ -46,6 +51,7 @@ __all__ = [
     "UserInfo",
     "admin_entry",
     "format_timestamp",
+    "install_crds",
     "kubeconfig_dict",
     "start_kube_api",
     "write_kubeconfig",

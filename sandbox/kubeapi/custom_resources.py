@@ -21,8 +21,9 @@ writes alike, as a real Kueue or JobSet controller writes through the API server
    listing them all.
 
 In the real server mutating admission webhooks run between decoding and validation, and
-validating webhooks after validation: they compose around :func:`decode_custom_resource`
-and :func:`validate_custom_resource` (:func:`admit` is the two in one).
+validating webhooks after validation: the store calls :func:`decode_resource` before the
+mutating webhooks (:mod:`sandbox.kubeapi.admission`) and :func:`admit` (decoding again
+what they added, then validating) before the validating ones.
 
 Not simulated: the ObjectMeta checks beyond the store's (name, labels) — annotation
 sizes, finalizer names, owner references — and the metadata of embedded resources;
@@ -52,6 +53,7 @@ from sandbox.kubeapi.field_errors import FieldError
 __all__ = [
     "admit",
     "decode_custom_resource",
+    "decode_resource",
     "served_version",
     "validate_custom_resource",
 ]
@@ -121,6 +123,15 @@ def validate_custom_resource(
     errors += validate_rules(schema, obj, old if old is not None else UNCORRELATED,
                              ratchet=ratchet)
     return errors
+
+
+def decode_resource(group: str, resource: str, obj: JsonObject) -> None:
+    """Decode (prune, default) a write of a custom resource in place, as the request's
+    decoder does before mutating admission webhooks see it; others are left alone."""
+    crd = crd_schema.crd_for_resource(group, resource)
+    served = served_version(crd, obj) if crd is not None else None
+    if served is not None:
+        decode(obj, served.schema)
 
 
 def admit(group: str, resource: str, obj: JsonObject, old: JsonObject | None,

@@ -4,8 +4,11 @@ kubectl resolves every kind and short name through discovery before it sends a
 request, and it asks first for the aggregated form (``apidiscovery.k8s.io/v2``,
 one document for all groups) before falling back to one request per group
 version. Both forms are built here from the same :class:`ApiResource` rows, so
-they cannot disagree: tabled types (:mod:`sandbox.kubeapi.resources`) with their
-real scope, kind and verbs, plus any type something has been stored under.
+they cannot disagree: built-in types — tabled (:mod:`sandbox.kubeapi.resources`)
+with their real scope, kind and verbs, plus any built-in type something has been
+stored under — and the custom types of the stored CRDs, at the versions they serve
+(:mod:`sandbox.kubeapi.registry`). A custom type without its CRD is not listed, so
+kubectl finds "no matches for kind" for it, as on a real cluster.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass
 
 from sandbox.kubeapi import resources
 from sandbox.kubeapi.errors import ApiError, JsonObject
+from sandbox.kubeapi.registry import version_priority
 from sandbox.kubeapi.store import ObjectStore
 
 AGGREGATED_MEDIA_TYPE = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
@@ -74,7 +78,7 @@ class Discovery:
             group: {resources.preferred_version(group)} for group in resources.known_groups()
         }
         for group, resource in self.store.resource_types():
-            if not group:
+            if not group or not resources.is_builtin(group):
                 continue
             found = versions.setdefault(group, set())
             for obj in self.store.list(group, resource):
@@ -83,10 +87,26 @@ class Discovery:
                     found.add(api_version.split("/", 1)[1])
             if not found:
                 found.add(resources.preferred_version(group))
+        for group, served in self.store.types.group_versions().items():
+            versions[group] = set(served)
         return versions
 
-    def resources_of(self, group: str) -> list[ApiResource]:
-        """The rows of one group (the same at every version the sandbox serves it at)."""
+    def resources_of(self, group: str, version: str | None = None) -> list[ApiResource]:
+        """The rows of one group at one version (built-in groups: the same at every
+        version the sandbox serves them at; custom groups: the CRDs serving it)."""
+        if not resources.is_builtin(group):
+            return [
+                ApiResource(
+                    name=custom.plural,
+                    singular=custom.info.singular,
+                    namespaced=custom.info.namespaced,
+                    kind=custom.info.kind,
+                    verbs=custom.info.verbs,
+                    short_names=custom.info.short_names,
+                    has_status=version is None or version in custom.status_versions,
+                )
+                for custom in self.store.types.of_group(group, version)
+            ]
         names = set(resources.known_resources(group)) | {
             res for grp, res in self.store.resource_types() if grp == group
         }
@@ -107,6 +127,8 @@ class Discovery:
         return rows
 
     def preferred(self, group: str, versions: set[str]) -> str:
+        if not resources.is_builtin(group):
+            return sorted(versions, key=version_priority)[0]
         preferred = resources.preferred_version(group)
         return preferred if preferred in versions else sorted(versions)[0]
 
@@ -147,7 +169,7 @@ class Discovery:
 
     def resource_list(self, group: str, version: str) -> JsonObject:
         entries: list[JsonObject] = []
-        for row in self.resources_of(group):
+        for row in self.resources_of(group, version):
             entry: JsonObject = {
                 "name": row.name,
                 "singularName": row.singular,
@@ -195,14 +217,14 @@ class Discovery:
 
     def _discovery_group(self, group: str, versions: set[str]) -> JsonObject:
         preferred = self.preferred(group, versions) if group else "v1"
-        ordered = [preferred, *sorted(versions - {preferred})]
-        rows = self.resources_of(group)
+        ordered = [preferred, *sorted(versions - {preferred}, key=version_priority)]
         return {
             "metadata": {"name": group},
             "versions": [
                 {
                     "version": version,
-                    "resources": [self._discovery_resource(group, version, row) for row in rows],
+                    "resources": [self._discovery_resource(group, version, row)
+                                  for row in self.resources_of(group, version)],
                     "freshness": "Current",
                 }
                 for version in ordered

@@ -50,16 +50,22 @@ class ApiError(Exception):
         message: str,
         *,
         details: JsonObject | None = None,
+        text: str | None = None,
     ) -> None:
         super().__init__(message)
         self.code = code
         self.reason = reason
         self.message = message
         self.details = details
+        self.text = text  # a plain-text body instead of a Status (Go's http.NotFound)
 
     def to_status(self) -> JsonObject:
         """The ``Status`` body for this error."""
         return status_body(self.code, self.reason, self.message, details=self.details)
+
+    def body(self) -> JsonObject | str:
+        """What the response carries: the plain text, else the ``Status``."""
+        return self.text if self.text is not None else self.to_status()
 
     # -- constructors mirroring k8s.io/apimachinery/pkg/api/errors ---------
 
@@ -75,6 +81,15 @@ class ApiError(Exception):
     @classmethod
     def path_not_found(cls) -> ApiError:
         return cls(404, "NotFound", "the server could not find the requested resource")
+
+    @classmethod
+    def page_not_found(cls) -> ApiError:
+        """The end of kube-apiserver's handler chain (``notfoundhandler``: Go's
+        ``http.NotFound``): what a path of no served type gets, e.g. a custom resource
+        whose CRD is not installed. Plain text, not a Status; clients report it as
+        "the server could not find the requested resource"."""
+        return cls(404, "NotFound", "the server could not find the requested resource",
+                   text="404 page not found\n")
 
     @classmethod
     def already_exists(cls, group: str, resource: str, name: str) -> ApiError:

@@ -5,9 +5,16 @@ the group version's document to see whether the server's PATCH operation for
 the kind takes the ``fieldValidation`` query parameter. If it does, kubectl
 sends ``fieldValidation=Strict`` and leaves unknown-field checks to the server
 (:mod:`sandbox.kubeapi.fields`); if not, it validates client-side against
-OpenAPI v2 in protobuf, which the sandbox does not serve. So the documents
-list each resource's paths and operations with ``x-kubernetes-group-version-kind``
-and the query parameters, but no schemas: ``kubectl explain`` is not supported.
+OpenAPI v2 in protobuf. So the documents list each resource's paths and operations
+with ``x-kubernetes-group-version-kind`` and the query parameters, but no schemas:
+``kubectl explain`` is not supported.
+
+``/openapi/v2`` is a document without definitions (protobuf, or JSON when asked
+for): kubectl falls back to it for a kind no group-version document has — a custom
+resource whose CRD is not installed — finds no schema for it, skips client-side
+validation as it does for any unknown kind, and then reports what a real cluster
+makes it report: ``no matches for kind "ClusterQueue" in version
+"kueue.x-k8s.io/v1beta1"`` / ``ensure CRDs are installed first``.
 """
 
 from __future__ import annotations
@@ -42,7 +49,7 @@ def _operation(group: str, version: str, row: ApiResource, verb: str) -> JsonObj
 def group_version_document(discovery: Discovery, group: str, version: str) -> JsonObject:
     """The OpenAPI v3 document of one group version: paths and operations, no schemas."""
     paths: dict[str, JsonObject] = {}
-    for row in discovery.resources_of(group):
+    for row in discovery.resources_of(group, version):
         base = "/" + _prefix(group, version)
         if row.namespaced:
             base += "/namespaces/{namespace}"
@@ -80,6 +87,25 @@ def index_document(discovery: Discovery) -> JsonObject:
         prefix = _prefix(group, version)
         paths[prefix] = {"serverRelativeURL": f"/openapi/v3/{prefix}?hash={digest.upper()}"}
     return {"paths": paths}
+
+
+V2_PROTOBUF = "application/com.github.proto-openapi.spec.v2.v1.0+protobuf"
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    """One length-delimited protobuf field (the lengths here stay below 128)."""
+    return bytes([number << 3 | 2, len(payload)]) + payload
+
+
+def v2_document(git_version: str, accept: str | None) -> tuple[JsonObject | bytes, str]:
+    """``/openapi/v2``: swagger 2.0 with no paths or definitions, as protobuf
+    (``openapi_v2.Document``: swagger = 1, info = 2 {title = 1, version = 3}) unless
+    only JSON is acceptable. Returns (body, content type)."""
+    if "protobuf" in (accept or ""):
+        info = _field(1, b"Kubernetes") + _field(3, git_version.encode())
+        return _field(1, b"2.0") + _field(2, info), V2_PROTOBUF
+    return {"swagger": "2.0", "info": {"title": "Kubernetes", "version": git_version},
+            "paths": {}, "definitions": {}}, "application/json"
 
 
 def document_for(discovery: Discovery, segments: list[str]) -> JsonObject:

@@ -1,10 +1,11 @@
-"""What the sandbox knows about resource types (Kind, scope, delete reply).
+"""What the sandbox knows about built-in resource types (Kind, scope, delete reply).
 
-The real API learns this from its type registry and CRDs. The sandbox accepts
-ANY ``group/version/resource`` without registration, so this module keeps a
-small table for the types this project touches and falls back to guessing
-(kind of stored objects, or a singularised, capitalised plural) for the rest.
-Scope of unknown resources is taken from the URL they are used with.
+The real API learns this from its compiled-in type registry (built-in groups) and
+from CustomResourceDefinitions (every other group). This module is the first: a
+small table of the built-in types this project touches. Custom types are served
+only once their CRD is stored (:mod:`sandbox.kubeapi.registry`). Built-in
+resources that are not tabled are still served, guessing their kind (a
+singularised, capitalised plural) and taking their scope from the URL.
 """
 
 from __future__ import annotations
@@ -59,9 +60,6 @@ _KNOWN: dict[tuple[str, str], ResourceInfo] = {
     ("autoscaling", "horizontalpodautoscalers"): ResourceInfo(
         "HorizontalPodAutoscaler", True, "horizontalpodautoscaler", ("hpa",)
     ),
-    ("monitoring.googleapis.com", "podmonitorings"): ResourceInfo(
-        "PodMonitoring", True, "podmonitoring"
-    ),
     ("coordination.k8s.io", "leases"): ResourceInfo("Lease", True, "lease"),
     ("scheduling.k8s.io", "priorityclasses"): ResourceInfo(
         "PriorityClass", False, "priorityclass", ("pc",)
@@ -69,27 +67,14 @@ _KNOWN: dict[tuple[str, str], ResourceInfo] = {
     ("policy", "poddisruptionbudgets"): ResourceInfo(
         "PodDisruptionBudget", True, "poddisruptionbudget", ("pdb",)
     ),
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"): ResourceInfo(
+        "MutatingWebhookConfiguration", False, "mutatingwebhookconfiguration"
+    ),
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"): ResourceInfo(
+        "ValidatingWebhookConfiguration", False, "validatingwebhookconfiguration"
+    ),
     ("apiextensions.k8s.io", "customresourcedefinitions"): ResourceInfo(
         "CustomResourceDefinition", False, "customresourcedefinition", ("crd", "crds")
-    ),
-    ("jobset.x-k8s.io", "jobsets"): ResourceInfo("JobSet", True, "jobset"),
-    ("kueue.x-k8s.io", "workloads"): ResourceInfo("Workload", True, "workload", ("wl",)),
-    ("kueue.x-k8s.io", "localqueues"): ResourceInfo("LocalQueue", True, "localqueue", ("lq",)),
-    ("kueue.x-k8s.io", "clusterqueues"): ResourceInfo(
-        "ClusterQueue", False, "clusterqueue", ("cq",)
-    ),
-    ("kueue.x-k8s.io", "resourceflavors"): ResourceInfo(
-        "ResourceFlavor", False, "resourceflavor", ("rf",)
-    ),
-    ("kueue.x-k8s.io", "workloadpriorityclasses"): ResourceInfo(
-        "WorkloadPriorityClass", False, "workloadpriorityclass"
-    ),
-    ("kueue.x-k8s.io", "admissionchecks"): ResourceInfo("AdmissionCheck", False, "admissioncheck"),
-    ("kueue.x-k8s.io", "provisioningrequestconfigs"): ResourceInfo(
-        "ProvisioningRequestConfig", False, "provisioningrequestconfig"
-    ),
-    ("autoscaling.x-k8s.io", "provisioningrequests"): ResourceInfo(
-        "ProvisioningRequest", True, "provisioningrequest"
     ),
     ("rbac.authorization.k8s.io", "roles"): ResourceInfo("Role", True, "role"),
     ("rbac.authorization.k8s.io", "rolebindings"): ResourceInfo(
@@ -254,11 +239,8 @@ _PREFERRED_VERSIONS: dict[str, str] = {
     "apiextensions.k8s.io": "v1",
     "rbac.authorization.k8s.io": "v1",
     "authorization.k8s.io": "v1",
+    "admissionregistration.k8s.io": "v1",
     "autoscaling": "v2",
-    "monitoring.googleapis.com": "v1",
-    "jobset.x-k8s.io": "v1alpha2",
-    "kueue.x-k8s.io": "v1beta1",
-    "autoscaling.x-k8s.io": "v1beta1",
 }
 
 

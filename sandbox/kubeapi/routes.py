@@ -13,10 +13,22 @@ and access reviews (:mod:`~sandbox.kubeapi.reviews`). It is free of sockets so i
 reasoned about (and tested) on its own; :mod:`sandbox.kubeapi.server` does the HTTP
 plumbing and the access checks (:mod:`~sandbox.kubeapi.access`) around it.
 
-Not supported, answered with a clear 400 rather than silently misbehaving:
-``watch=true`` and ``dryRun``. Subresources other than ``status`` and pods' ``log``
-(:mod:`~sandbox.kubeapi.podlogs`, plain text) — ``scale``, ``binding``, ``eviction``,
-namespace ``finalize`` — are 404.
+Custom resources are served only while a CRD defines them
+(:mod:`~sandbox.kubeapi.registry`); any other path of a non-built-in group is the
+not-found handler's plain-text ``404 page not found``. A CRD written through the API
+is checked (its name) and given the status the apiextensions controllers would give
+it; deleting one deletes its custom resources.
+
+Writes pass admission (:mod:`~sandbox.kubeapi.admission`): the webhooks of the
+stored webhook configurations, called by the store at kube-apiserver's points of a
+write. ``dryRun=All`` on create, update, patch, apply and delete runs every step —
+decoding, defaulting, admission, validation — and stores nothing; the answer is the
+object as it would be.
+
+Collections can be watched (:mod:`~sandbox.kubeapi.watch`). Subresources other than
+``status`` and pods' ``log`` (:mod:`~sandbox.kubeapi.podlogs`, plain text) — ``scale``,
+``binding``, ``eviction``, namespace ``finalize`` — are 404, a clear error rather than
+silent misbehaviour.
 """
 
 from __future__ import annotations
@@ -24,22 +36,26 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, unquote
 
 import yaml
 
-from sandbox.kubeapi import crd_schema, fields, openapi, resources, reviews
+from sandbox.kubeapi import fields, openapi, resources, reviews
+from sandbox.kubeapi.admission import RequestAdmission, WebhookDispatcher
+from sandbox.kubeapi.admission import Target as AdmissionTarget
 from sandbox.kubeapi.authn import ANONYMOUS, UserInfo
 from sandbox.kubeapi.discovery import AGGREGATED_MEDIA_TYPE, Discovery, wants_aggregated
 from sandbox.kubeapi.errors import ApiError, JsonObject, success_status
 from sandbox.kubeapi.patch import PatchType, decode_patch_body, patch_type_for
 from sandbox.kubeapi.podlogs import read_pod_log
 from sandbox.kubeapi.rbac import Decision
-from sandbox.kubeapi.selectors import SelectorError, parse_field_selector
-from sandbox.kubeapi.store import ObjectStore, Subresource
+from sandbox.kubeapi.registry import CRD_GROUP, CRD_RESOURCE, accepted_status, check_definition
+from sandbox.kubeapi.selectors import SelectorError, parse_field_selector, parse_label_selector
+from sandbox.kubeapi.store import Admission, ObjectStore, Subresource
+from sandbox.kubeapi.watch import WatchHub, WatchRequest, timeout_of
 
 DEFAULT_GIT_VERSION = "v1.31.0"
 
@@ -73,7 +89,7 @@ class Response:
     """What to send back: status code, JSON (or text) body, extra headers."""
 
     code: int
-    body: JsonObject | str
+    body: JsonObject | str | bytes | Iterator[bytes]  # an iterator: a chunked stream
     headers: dict[str, str] = field(default_factory=dict)
     content_type: str | None = None  # default: JSON for objects, text for strings
 
@@ -113,6 +129,8 @@ class ApiRouter:
         self.store = store
         self.git_version = git_version
         self.discovery = Discovery(store, git_version=git_version, server_address=server_address)
+        self.webhooks = WebhookDispatcher(store)
+        self.watches = WatchHub(store)
         self._authorize = authorize
         self._list_rules = list_rules
 
@@ -126,6 +144,10 @@ class ApiRouter:
         if segments == ["version"]:
             self._only(request, "GET")
             return Response(200, self.discovery.version())
+        if segments == ["openapi", "v2"]:
+            self._only(request, "GET")
+            body, content_type = openapi.v2_document(self.git_version, request.header("Accept"))
+            return Response(200, body, content_type=content_type)
         if segments[:2] == ["openapi", "v3"]:
             self._only(request, "GET")
             return Response(200, openapi.document_for(self.discovery, segments[2:]))
@@ -144,6 +166,9 @@ class ApiRouter:
             return self._resource_request(request, "", segments[1], segments[2:])
         if len(segments) == 2:
             self._only(request, "GET")
+            if not resources.is_builtin(segments[1]) \
+                    and segments[1] not in self.store.types.group_versions():
+                raise ApiError.page_not_found()
             return Response(200, self.discovery.group(segments[1]))
         return self._resource_request(request, segments[1], segments[2], segments[3:])
 
@@ -164,6 +189,9 @@ class ApiRouter:
         if group == "" and version != "v1":
             raise ApiError.path_not_found()
         if not rest:
+            if not resources.is_builtin(group) \
+                    and version not in self.store.types.group_versions().get(group, []):
+                raise ApiError.page_not_found()
             self._only(request, "GET")
             return Response(200, self.discovery.resource_list(group, version))
         if group == "" and len(rest) == 5 and rest[0] == "namespaces" and rest[2] == "pods" \
@@ -171,11 +199,9 @@ class ApiRouter:
             self._only(request, "GET")
             return self._pod_log(request, rest[1], rest[3])
         target = self._target(group, version, rest)
-        info = resources.known(group, target.resource)
+        info = self.store.types.info(group, target.resource)
         if info is not None and not info.stored:
             return self._review(request, target)
-        if request.param("dryRun"):
-            raise ApiError.bad_request("dryRun is not supported by the sandbox Kubernetes API")
         handlers: dict[str, Callable[[Request, Target], Response]]
         if target.name is None:
             handlers = {"GET": self._list, "POST": self._create, "DELETE": self._delete_collection}
@@ -190,6 +216,8 @@ class ApiRouter:
         return handler(request, target)
 
     def _target(self, group: str, version: str, rest: list[str]) -> Target:
+        """The addressed resource; 404 for paths no served type has (a custom resource
+        without its CRD: the not-found handler's plain text)."""
         namespace: str | None = None
         if (
             rest[0] == "namespaces"
@@ -203,11 +231,16 @@ class ApiRouter:
             resource, tail = rest[0], rest[1:]
         if len(tail) > 2 or (resource == "namespaces" and group != ""):
             raise ApiError.path_not_found()
+        if not self.store.types.serves(group, version, resource):
+            raise ApiError.page_not_found()
         name = tail[0] if tail else None
         subresource = tail[1] if len(tail) == 2 else ""
         if subresource not in ("", "status"):
             raise ApiError.path_not_found()
-        scope = resources.is_namespaced(group, resource)
+        custom = self.store.types.custom(group, resource)
+        if subresource and custom is not None and version not in custom.status_versions:
+            raise ApiError.page_not_found()
+        scope = self._namespaced(group, resource)
         if scope is False and namespace is not None:
             raise ApiError.path_not_found()
         if scope is True and namespace is None and name is not None:
@@ -215,6 +248,35 @@ class ApiRouter:
         return Target(group, version, resource, namespace, name, "status" if subresource else "")
 
     # ------------------------------------------------------------------ helpers
+
+    def _namespaced(self, group: str, resource: str) -> bool | None:
+        """True/False for a known type (table or CRD), None when the URL must decide."""
+        info = self.store.types.info(group, resource)
+        return info.namespaced if info is not None else None
+
+    @staticmethod
+    def _dry_run(request: Request, options: JsonObject | None = None) -> bool:
+        """Whether the write is a dry run: ``dryRun=All`` (in DeleteOptions for a delete);
+        any other value is refused as the real API refuses it."""
+        values = list(request.query.get("dryRun", []))
+        if options and isinstance(options.get("dryRun"), list):
+            values += [str(v) for v in options["dryRun"]]
+        unknown = [v for v in values if v != "All"]
+        if unknown:
+            shown = ", ".join(f'"{v}"' for v in unknown)
+            raise ApiError.unprocessable(
+                f'dryRun: Unsupported value: []string{{{shown}}}: supported values: "All"')
+        return bool(values)
+
+    def _admission(self, request: Request, target: Target, dry_run: bool) -> Admission:
+        """Admission for one write: the webhooks, and for CRDs what apiextensions does."""
+        admission = self.webhooks.for_request(
+            AdmissionTarget(target.group, target.version, target.resource, target.subresource,
+                            target.store_namespace, bool(target.namespace)),
+            dry_run=dry_run)
+        if (target.group, target.resource) == (CRD_GROUP, CRD_RESOURCE):
+            return _CrdAdmission(admission, self.store)
+        return admission
 
     def _present(self, obj: JsonObject, target: Target) -> JsonObject:
         if not obj.get("apiVersion"):
@@ -253,10 +315,7 @@ class ApiRouter:
             body["metadata"] = meta = {}
         if not isinstance(meta, dict):
             raise ApiError.bad_request("metadata must be an object")
-        if (
-            target.namespace is None
-            and resources.is_namespaced(target.group, target.resource) is not True
-        ):
+        if target.namespace is None and self._namespaced(target.group, target.resource) is not True:
             meta.pop("namespace", None)  # cluster-scoped: a namespace in the body is ignored
         if target.namespace is not None and meta.get("namespace") not in (
             None,
@@ -282,22 +341,32 @@ class ApiRouter:
     # ------------------------------------------------------------------ verbs
 
     def _list(self, request: Request, target: Target) -> Response:
-        if request.flag("watch"):
-            raise ApiError.bad_request(
-                "watch is not supported by the sandbox Kubernetes API; poll with list instead"
-            )
         try:
             fields = parse_field_selector(request.param("fieldSelector"))
             fields.require_supported(
                 resources.supported_field_labels(target.group, target.resource)
             )
+            labels = parse_label_selector(request.param("labelSelector"))
         except SelectorError as exc:
             raise ApiError.bad_request(str(exc)) from exc
+        if request.flag("watch"):
+            return Response(200, self.watches.stream(WatchRequest(
+                group=target.group,
+                kind=self.store.kind_of(target.group, target.resource),
+                resource=target.resource,
+                namespace=target.namespace,
+                labels=labels,
+                fields=fields,
+                resource_version=request.param("resourceVersion") or "",
+                timeout_seconds=timeout_of(request.param("timeoutSeconds")),
+                send_initial_events=request.flag("sendInitialEvents"),
+                present=lambda obj: self._present(obj, target),
+            )), content_type="application/json")
         items, rv = self.store.list_with_version(
             target.group,
             target.resource,
             target.namespace,
-            label_selector=request.param("labelSelector"),
+            label_selector=labels,
             field_selector=fields,
         )
         metadata: JsonObject = {"resourceVersion": rv}
@@ -339,27 +408,25 @@ class ApiRouter:
         return items
 
     def _create(self, request: Request, target: Target) -> Response:
-        if target.namespace is None and resources.is_namespaced(target.group, target.resource):
+        if target.namespace is None and self._namespaced(target.group, target.resource):
             raise ApiError.path_not_found()
+        dry_run = self._dry_run(request)
         body, warnings = self._checked(request, target, self._body_object(request, target))
-        crd = crd_schema.crd_for_resource(target.group, target.resource)
-        served = crd.versions.get(target.version) if crd is not None else None
-        if served is not None and served.status_subresource:
+        custom = self.store.types.custom(target.group, target.resource)
+        if custom is not None and target.version in custom.status_versions:
             body.pop("status", None)  # a custom resource's create cannot set its status
-        created = self.store.create(target.group, target.resource, body, namespace=target.namespace)
+        created = self.store.create(target.group, target.resource, body, namespace=target.namespace,
+                                    admission=self._admission(request, target, dry_run),
+                                    dry_run=dry_run)
         return Response(201, self._present(created, target), warnings)
 
     def _replace(self, request: Request, target: Target) -> Response:
+        dry_run = self._dry_run(request)
         body, warnings = self._checked(request, target, self._body_object(request, target))
         self._check_body_name(body, target)
-        if target.subresource == "status":
-            obj = self.store.update_status(
-                target.group, target.resource, body, namespace=target.store_namespace
-            )
-        else:
-            obj = self.store.replace(
-                target.group, target.resource, body, namespace=target.store_namespace
-            )
+        write = self.store.update_status if target.subresource == "status" else self.store.replace
+        obj = write(target.group, target.resource, body, namespace=target.store_namespace,
+                    admission=self._admission(request, target, dry_run), dry_run=dry_run)
         return Response(200, self._present(obj, target), warnings)
 
     def _patch(self, request: Request, target: Target) -> Response:
@@ -368,6 +435,8 @@ class ApiRouter:
         if not request.body.strip():
             raise ApiError.bad_request("the patch body is empty")
         body = decode_patch_body(patch_type, request.body)
+        dry_run = self._dry_run(request)
+        admission = self._admission(request, target, dry_run)
         if patch_type is PatchType.APPLY:
             manager = request.param("fieldManager")
             if not manager:
@@ -394,6 +463,8 @@ class ApiRouter:
                 namespace=target.store_namespace,
                 field_manager=manager,
                 subresource=target.subresource,
+                admission=admission,
+                dry_run=dry_run,
             )
             return Response(201 if created else 200, self._present(obj, target))
         warnings: dict[str, str] = {}
@@ -408,6 +479,8 @@ class ApiRouter:
             namespace=target.store_namespace,
             patch_type=patch_type,
             subresource=target.subresource,
+            admission=admission,
+            dry_run=dry_run,
         )
         return Response(200, self._present(obj, target), warnings)
 
@@ -429,13 +502,18 @@ class ApiRouter:
     def _delete(self, request: Request, target: Target) -> Response:
         assert target.name is not None
         options = self._delete_options(request)
+        dry_run = self._dry_run(request, options)
         result = self.store.delete(
             target.group,
             target.resource,
             target.name,
             target.store_namespace,
             preconditions=options.get("preconditions"),
+            dry_run=dry_run,
         )
+        if (target.group, target.resource) == (CRD_GROUP, CRD_RESOURCE) and not dry_run \
+                and not result.finalizing:
+            self._delete_custom_resources(result.object)
         if result.finalizing or resources.returns_deleted_object(target.group, target.resource):
             return Response(200, self._present(result.object, target))
         return Response(
@@ -448,9 +526,23 @@ class ApiRouter:
             ),
         )
 
+    def _delete_custom_resources(self, crd: JsonObject) -> None:
+        """What the CRD finalizer's controller does: the custom resources go with their CRD."""
+        spec = crd.get("spec") or {}
+        group, plural = str(spec.get("group") or ""), str((spec.get("names") or {}).get("plural"))
+        for obj in self.store.list(group, plural):
+            meta = obj["metadata"]
+            try:
+                self.store.delete(group, plural, meta["name"], meta.get("namespace", ""))
+            except ApiError as exc:
+                if exc.code != 404:
+                    raise
+
     def _delete_collection(self, request: Request, target: Target) -> Response:
-        self._delete_options(request)
+        dry_run = self._dry_run(request, self._delete_options(request))
         listed = self._list(request, target)
+        if dry_run:
+            return listed
         assert isinstance(listed.body, dict)
         deleted: list[JsonObject] = []
         for item in listed.body["items"]:
@@ -509,6 +601,26 @@ class ApiRouter:
         api_version = str(body.get("apiVersion") or target.api_version)
         kind = str(body.get("kind") or self.store.kind_of(target.group, target.resource))
         return api_version.rsplit("/", 1)[-1], kind
+
+
+class _CrdAdmission:
+    """Admission of a CustomResourceDefinition: its name is checked and, on create, it gets
+    the status the apiextensions controllers give it a moment later (names accepted,
+    Established), besides whatever webhooks apply."""
+
+    def __init__(self, webhooks: RequestAdmission, store: ObjectStore) -> None:
+        self.webhooks = webhooks
+        self.store = store
+
+    def mutate(self, operation: str, old: JsonObject | None, new: JsonObject) -> JsonObject:
+        new = self.webhooks.mutate(operation, old, new)
+        if operation == "CREATE":
+            new["status"] = accepted_status(new, self.store.now())
+        return new
+
+    def validate(self, operation: str, old: JsonObject | None, new: JsonObject) -> None:
+        check_definition(new)
+        self.webhooks.validate(operation, old, new)
 
 
 def parse_query(raw: str) -> dict[str, list[str]]:

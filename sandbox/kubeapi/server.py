@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import collections
 import email.utils
+import io
 import json
 import logging
 import os
+import select
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -46,6 +48,11 @@ log = logging.getLogger(__name__)
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost"})
 _MAX_BODY = 16 * 1024 * 1024
+# kube-apiserver's WithCacheControl filter. It matters here more than on a cluster: the
+# Date header comes from the simulated clock, usually ahead of the client's, and a
+# client's HTTP cache (kubectl's discovery cache) would otherwise take every answer
+# without a validator for fresh forever, e.g. discovery from before a CRD existed.
+_NO_CACHE = {"Cache-Control": "no-cache, private"}
 
 
 class _HttpServer(ApiHttpServer["KubeApiServer"]):
@@ -92,15 +99,57 @@ class _Handler(ApiRequestHandler):
                 headers=headers,
             )
             response = self.server.api.dispatch(request)
-        if isinstance(response.body, str):
+        if not isinstance(response.body, (bytes, str, dict)):
+            self._stream(response)
+            return
+        if isinstance(response.body, bytes):
+            payload = response.body
+            content_type = "application/octet-stream"
+        elif isinstance(response.body, str):
             payload = response.body.encode("utf-8")
             content_type = "text/plain; charset=utf-8"
         else:
             payload = json.dumps(response.body).encode("utf-8")
             content_type = "application/json"
         self.send_body(
-            response.code, payload, response.content_type or content_type, response.headers
+            response.code, payload, response.content_type or content_type,
+            {**_NO_CACHE, **response.headers},
         )
+
+    def _stream(self, response: Response) -> None:
+        """A watch: chunked transfer, one chunk per event line, until the stream ends,
+        the server stops or the client goes away."""
+        assert not isinstance(response.body, (bytes, str, dict))
+        self.send_response(response.code)
+        self.send_header("Content-Type", response.content_type or "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        for name, value in {**_NO_CACHE, **response.headers}.items():
+            self.send_header(name, value)
+        self.end_headers()
+        lines = response.body
+        try:
+            self.wfile.flush()  # the headers now: the client waits for them before any event
+            for line in lines:
+                if self.server.stopping:
+                    break
+                if not line:
+                    # A watching client sends nothing: readable means it has gone away.
+                    if select.select([self.connection], [], [], 0)[0]:
+                        self.close_connection = True
+                        return
+                    continue
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:
+            # The client went away mid-event: what is left in the buffer has no reader.
+            self.close_connection = True
+            self.wfile = io.BytesIO()
+        finally:
+            close = getattr(lines, "close", None)
+            if callable(close):
+                close()
 
     def date_time_string(self, timestamp: float | None = None) -> str:
         """The Date header from the store's clock, as a real API server sends its own
@@ -174,6 +223,7 @@ class KubeApiServer:
         if self.state_file is not None:
             load_state(self.store, self.state_file)
         fields.load_models()
+        self.router.watches.open()
         httpd = _HttpServer((self.host, self._port), self)  # a restart reuses the port
         if self.certificate is not None:
             # The handshake happens on the handler thread's first read, not in accept().
@@ -192,6 +242,7 @@ class KubeApiServer:
         if httpd is None:
             return
         self._httpd = None
+        self.router.watches.close()
         httpd.close()
         if self.state_file is not None:
             save_state(self.store, self.state_file)
@@ -272,7 +323,7 @@ class KubeApiServer:
             allowed = True
             response = self._serve(request)
         except ApiError as exc:
-            response = Response(exc.code, exc.to_status())
+            response = Response(exc.code, exc.body())
         finally:
             if self.access.access_log is not None:
                 self.access.access_log.record(
@@ -288,7 +339,7 @@ class KubeApiServer:
         try:
             return self.router.handle(request)
         except ApiError as exc:
-            return Response(exc.code, exc.to_status())
+            return Response(exc.code, exc.body())
         except Exception as exc:
             log.exception("sandbox API failed on %s %s", request.method, request.path)
             return Response(500, status_body(500, "InternalError", f"internal error: {exc}"))

@@ -23,10 +23,24 @@ GKE live here rather than in the HTTP layer:
   until an update removes its last finalizer. Deleting a Namespace deletes its
   contents; it stays ``Terminating`` while finalizers hold any of them;
 * namespaced objects need their Namespace (404 ``namespaces "x" not found``,
-  403 while it is terminating);
+  403 while it is terminating); a Namespace always carries the label
+  ``kubernetes.io/metadata.name`` with its name, as the real API sets it;
 * custom resources of the kinds the sandbox has CRDs for are decoded (pruned,
   defaulted) and validated against them on every create and update, whoever writes
   (:mod:`sandbox.kubeapi.custom_resources`): 422 ``Invalid`` as the real API answers.
+
+Which custom types the API *serves* is decided by the CRDs stored here
+(:attr:`ObjectStore.types`, see :mod:`sandbox.kubeapi.registry`): the HTTP layer
+refuses the others (simulated controllers writing directly are not checked).
+
+Writes from the API pass an ``admission`` (:class:`Admission`), called in
+kube-apiserver's order under the store lock, so the object admitted is the object
+stored: namespace lifecycle; a custom resource decoded; ``admission.mutate``
+(mutating webhooks); name generation, object checks and, for custom resources,
+decoding again and schema validation; ``admission.validate`` (validating webhooks);
+then the conflict and "already exists" checks of storage. With ``dry_run=True`` a
+write runs every step but stores nothing and emits no event: the result is the object
+as it would be (a created one without ``resourceVersion``).
 
 Pods' container logs live beside the objects (``pod_logs``, written by the simulated
 pod runtime, read through the ``log`` subresource).
@@ -49,12 +63,13 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, datetime
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, Protocol
 
 from sandbox.kubeapi import custom_resources, resources
 from sandbox.kubeapi.errors import ApiError, JsonObject
 from sandbox.kubeapi.patch import PatchType, apply_patch, apply_patch_body
 from sandbox.kubeapi.podlogs import PodLogs
+from sandbox.kubeapi.registry import CRD_KIND, TypeRegistry
 from sandbox.kubeapi.selectors import (
     FieldSelector,
     LabelSelector,
@@ -81,6 +96,19 @@ _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # what the real API uses
 _SYSTEM_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds")
 _NS = ("", "namespaces")
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
+
+
+class Admission(Protocol):
+    """Admission control for one write (see the module docstring for when each runs)."""
+
+    def mutate(self, operation: str, old: JsonObject | None, new: JsonObject) -> JsonObject:
+        """The object after the mutating stage (``operation``: CREATE or UPDATE)."""
+        ...
+
+    def validate(self, operation: str, old: JsonObject | None, new: JsonObject) -> None:
+        """Raise ApiError to refuse the write."""
+        ...
 
 
 class DeleteResult(NamedTuple):
@@ -114,6 +142,15 @@ def _metadata(obj: Any) -> JsonObject:
     return meta
 
 
+def _label_namespace(meta: JsonObject) -> None:
+    """What the Namespace strategy does on every write: the label naming the namespace,
+    which webhooks' namespace selectors match (``kubernetes.io/metadata.name``)."""
+    labels = meta.get("labels") if isinstance(meta.get("labels"), dict) else {}
+    assert isinstance(labels, dict)
+    labels[NAMESPACE_NAME_LABEL] = str(meta.get("name") or "")
+    meta["labels"] = labels
+
+
 def _spec_part(obj: Mapping[str, Any]) -> JsonObject:
     """Everything whose change bumps ``generation``."""
     return {k: v for k, v in obj.items() if k not in ("metadata", "status", "apiVersion", "kind")}
@@ -132,6 +169,15 @@ class ObjectStore:
         self._dispatching = False
         # Container output of simulated pods, served as the pods/log subresource.
         self.pod_logs = PodLogs()
+        # Bumped whenever a CRD changes: the type registry re-reads them then.
+        self._crd_serial = 0
+        self.types = TypeRegistry(self._crd_snapshot)
+
+    def _crd_snapshot(self) -> tuple[int, list[JsonObject]]:
+        with self._lock:
+            bucket = self._buckets.get(("apiextensions.k8s.io", "customresourcedefinitions"), {})
+            return self._crd_serial, [obj for obj in bucket.values()
+                                      if not obj["metadata"].get("deletionTimestamp")]
 
     # ------------------------------------------------------------------ clock
 
@@ -162,6 +208,8 @@ class ObjectStore:
         return unsubscribe
 
     def _emit(self, event: EventType, obj: JsonObject) -> None:
+        if obj.get("kind") == CRD_KIND:
+            self._crd_serial += 1
         self._pending.append((event, copy.deepcopy(obj)))
 
     def _drain(self) -> None:
@@ -261,10 +309,11 @@ class ObjectStore:
             return items, str(self._rv)
 
     def kind_of(self, group: str, resource: str) -> str:
-        """Kind for a resource: the table, else a stored object's kind, else a guess."""
-        tabled = resources.kind_for(group, resource)
-        if tabled:
-            return tabled
+        """Kind for a resource: the table or its CRD, else a stored object's kind, else a
+        guess."""
+        info = self.types.info(group, resource)
+        if info is not None:
+            return info.kind
         with self._lock:
             for obj in self._buckets.get((group, resource), {}).values():
                 kind = obj.get("kind")
@@ -280,26 +329,48 @@ class ObjectStore:
     # ------------------------------------------------------------------ writes
 
     def create(
-        self, group: str, resource: str, obj: JsonObject, *, namespace: str | None = None
+        self,
+        group: str,
+        resource: str,
+        obj: JsonObject,
+        *,
+        namespace: str | None = None,
+        admission: Admission | None = None,
+        dry_run: bool = False,
     ) -> JsonObject:
         """Store a new object (``generateName`` honoured); returns the stored copy."""
         try:
             with self._lock:
-                return copy.deepcopy(self._create_locked(group, resource, obj, namespace))
+                return copy.deepcopy(self._create_locked(
+                    group, resource, obj, namespace, admission=admission, dry_run=dry_run))
         finally:
             self._drain()
 
     def replace(
-        self, group: str, resource: str, obj: JsonObject, *, namespace: str | None = None
+        self,
+        group: str,
+        resource: str,
+        obj: JsonObject,
+        *,
+        namespace: str | None = None,
+        admission: Admission | None = None,
+        dry_run: bool = False,
     ) -> JsonObject:
         """PUT semantics on the main resource: everything but ``.status`` is replaced."""
-        return self._write(group, resource, obj, namespace, "")
+        return self._write(group, resource, obj, namespace, "", admission, dry_run)
 
     def update_status(
-        self, group: str, resource: str, obj: JsonObject, *, namespace: str | None = None
+        self,
+        group: str,
+        resource: str,
+        obj: JsonObject,
+        *,
+        namespace: str | None = None,
+        admission: Admission | None = None,
+        dry_run: bool = False,
     ) -> JsonObject:
         """PUT semantics on ``/status``: only ``.status`` is taken from ``obj``."""
-        return self._write(group, resource, obj, namespace, "status")
+        return self._write(group, resource, obj, namespace, "status", admission, dry_run)
 
     def patch(
         self,
@@ -311,6 +382,8 @@ class ObjectStore:
         namespace: str = "",
         patch_type: PatchType = PatchType.MERGE,
         subresource: Subresource = "",
+        admission: Admission | None = None,
+        dry_run: bool = False,
     ) -> JsonObject:
         """Apply a decoded patch body atomically (404 when the object is absent)."""
         if patch_type is PatchType.APPLY:
@@ -320,7 +393,8 @@ class ObjectStore:
                 current = self._get_locked(group, resource, name, namespace)
                 patched = apply_patch_body(patch_type, copy.deepcopy(current), body)
                 self._check_identity(group, resource, patched, name, namespace)
-                return copy.deepcopy(self._update_locked(group, resource, patched, subresource))
+                return copy.deepcopy(self._update_locked(
+                    group, resource, patched, subresource, admission, dry_run))
         finally:
             self._drain()
 
@@ -334,6 +408,8 @@ class ObjectStore:
         namespace: str = "",
         field_manager: str,
         subresource: Subresource = "",
+        admission: Admission | None = None,
+        dry_run: bool = False,
     ) -> tuple[JsonObject, bool]:
         """Simplified server-side apply; returns (object, created)."""
         if not field_manager:
@@ -359,11 +435,13 @@ class ObjectStore:
                     fresh_meta = _metadata(fresh)
                     fresh_meta["name"] = name
                     fresh_meta.pop("resourceVersion", None)
-                    created = self._create_locked(group, resource, fresh, namespace or None)
+                    created = self._create_locked(group, resource, fresh, namespace or None,
+                                                  admission=admission, dry_run=dry_run)
                     return copy.deepcopy(created), True
                 patched = apply_patch(copy.deepcopy(current), body)
                 self._check_identity(group, resource, patched, name, namespace)
-                updated = self._update_locked(group, resource, patched, subresource)
+                updated = self._update_locked(group, resource, patched, subresource,
+                                              admission, dry_run)
                 return copy.deepcopy(updated), False
         finally:
             self._drain()
@@ -376,8 +454,10 @@ class ObjectStore:
         namespace: str = "",
         *,
         preconditions: Mapping[str, Any] | None = None,
+        dry_run: bool = False,
     ) -> DeleteResult:
-        """Delete, or mark for deletion when finalizers are present."""
+        """Delete, or mark for deletion when finalizers are present (``dry_run``: say
+        what would happen, change nothing)."""
         try:
             with self._lock:
                 current = self._get_locked(group, resource, name, namespace)
@@ -392,6 +472,8 @@ class ObjectStore:
                             f"Precondition failed: {field} in precondition: {wanted}, "
                             f"{field} in object meta: {meta.get(field)}",
                         )
+                if dry_run:
+                    return self._delete_preview(current)
                 if (group, resource) == _NS:
                     return self._delete_namespace_locked(name)
                 return self._delete_locked(group, resource, namespace, name)
@@ -424,6 +506,7 @@ class ObjectStore:
                 self._buckets.setdefault((entry["group"], entry["resource"]), {})[key] = obj
                 highest = max(highest, int(meta.get("resourceVersion", 0)))
             self._rv = highest
+            self._crd_serial += 1
 
     def __iter__(self) -> Iterator[tuple[str, str, JsonObject]]:
         """(group, resource, object copy) for everything stored."""
@@ -452,7 +535,8 @@ class ObjectStore:
                 "the request"
             )
         ns = namespace if namespace is not None else body_ns
-        scope = resources.is_namespaced(group, resource)
+        info = self.types.info(group, resource)
+        scope = info.namespaced if info is not None else None
         if scope is False:
             ns = ""
         elif scope is True and not ns:
@@ -551,39 +635,57 @@ class ObjectStore:
         )
 
     def _create_locked(
-        self, group: str, resource: str, obj: JsonObject, namespace: str | None
+        self,
+        group: str,
+        resource: str,
+        obj: JsonObject,
+        namespace: str | None,
+        *,
+        admission: Admission | None = None,
+        dry_run: bool = False,
     ) -> JsonObject:
         new = copy.deepcopy(obj)
         meta = _metadata(new)
         ns = self._resolve_namespace(group, resource, meta, namespace)
         if meta.get("resourceVersion"):
             raise ApiError.bad_request("resourceVersion should not be set on objects to be created")
+        if ns and (group, resource) != _NS:
+            self._check_namespace_usable(ns, group, resource, str(meta.get("name") or ""))
+        if not new.get("kind"):
+            new["kind"] = self.kind_of(group, resource)
+        if admission is not None:
+            # Decoded (pruned, defaulted) before the mutating webhooks see it.
+            custom_resources.decode_resource(group, resource, new)
+            new = admission.mutate("CREATE", None, new)
+            meta = _metadata(new)
+            self._resolve_namespace(group, resource, meta, ns or None)
         if not meta.get("name") and meta.get("generateName"):
             meta["name"] = self._generate_name(group, resource, str(meta["generateName"]), ns)
         name = meta.get("name")
         self._validate_name(group, resource, name)
         assert isinstance(name, str)
         self._validate_labels(group, resource, meta)
-        if ns and (group, resource) != _NS:
-            self._check_namespace_usable(ns, group, resource, name)
         new = custom_resources.admit(group, resource, new, None)
-        bucket = self._buckets.setdefault((group, resource), {})
-        if (ns, name) in bucket:
-            raise ApiError.already_exists(group, resource, name)
+        meta = _metadata(new)
         for field in ("deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(field, None)
         meta["uid"] = str(uuid.uuid4())
         meta["creationTimestamp"] = self.now()
         meta["generation"] = 1
-        meta["resourceVersion"] = self._next_rv()
-        if not new.get("kind"):
-            new["kind"] = self.kind_of(group, resource)
         if (group, resource) == _NS:
             status = new.get("status") if isinstance(new.get("status"), dict) else {}
             assert isinstance(status, dict)
             status.setdefault("phase", "Active")
             new["status"] = status
-        bucket[(ns, name)] = new
+            _label_namespace(meta)
+        if admission is not None:
+            admission.validate("CREATE", None, new)
+        if (ns, name) in self._buckets.get((group, resource), {}):
+            raise ApiError.already_exists(group, resource, name)
+        if dry_run:
+            return new  # as it would be stored, without the resourceVersion storage gives
+        meta["resourceVersion"] = self._next_rv()
+        self._buckets.setdefault((group, resource), {})[(ns, name)] = new
         self._emit("ADDED", new)
         return new
 
@@ -609,6 +711,8 @@ class ObjectStore:
         obj: JsonObject,
         namespace: str | None,
         subresource: Subresource,
+        admission: Admission | None = None,
+        dry_run: bool = False,
     ) -> JsonObject:
         new = copy.deepcopy(obj)
         meta = _metadata(new)
@@ -631,17 +735,25 @@ class ObjectStore:
             with self._lock:
                 ns = self._resolve_namespace(group, resource, meta, namespace)
                 self._check_identity(group, resource, new, name, ns)
-                return copy.deepcopy(self._update_locked(group, resource, new, subresource))
+                return copy.deepcopy(self._update_locked(
+                    group, resource, new, subresource, admission, dry_run))
         finally:
             self._drain()
 
     def _update_locked(
-        self, group: str, resource: str, new: JsonObject, subresource: Subresource
+        self,
+        group: str,
+        resource: str,
+        new: JsonObject,
+        subresource: Subresource,
+        admission: Admission | None = None,
+        dry_run: bool = False,
     ) -> JsonObject:
         meta = _metadata(new)
         name = str(meta.get("name"))
         ns = str(meta.get("namespace") or "")
-        if resources.is_namespaced(group, resource) is False:
+        info = self.types.info(group, resource)
+        if info is not None and not info.namespaced:
             ns = ""
         old = self._get_locked(group, resource, name, ns)
         old_meta = old["metadata"]
@@ -656,6 +768,9 @@ class ObjectStore:
                 f"Precondition failed: UID in precondition: {meta['uid']}, UID in object meta: "
                 f"{old_meta['uid']}",
             )
+        if admission is not None:
+            custom_resources.decode_resource(group, resource, new)
+            new = admission.mutate("UPDATE", copy.deepcopy(old), new)
 
         if subresource == "status":
             result = copy.deepcopy(old)
@@ -677,6 +792,8 @@ class ObjectStore:
                     result_meta.pop(field, None)
             if ns:
                 result_meta["namespace"] = ns
+            if (group, resource) == _NS:
+                _label_namespace(result_meta)
             self._validate_labels(group, resource, result_meta)
             if old_meta.get("deletionTimestamp"):
                 added = set(result_meta.get("finalizers") or []) - set(
@@ -701,8 +818,12 @@ class ObjectStore:
         if _spec_part(result) != _spec_part(old):
             generation += 1
         result_meta["generation"] = generation
+        if admission is not None:
+            admission.validate("UPDATE", copy.deepcopy(old), result)
         if result == old:
             return old  # nothing changed: no new resourceVersion, no event
+        if dry_run:
+            return result  # as it would be stored; storage would give the resourceVersion
         result_meta["resourceVersion"] = self._next_rv()
         if (
             result_meta.get("deletionTimestamp")
@@ -716,6 +837,15 @@ class ObjectStore:
         self._buckets[(group, resource)][(ns, name)] = result
         self._emit("MODIFIED", result)
         return result
+
+    def _delete_preview(self, current: JsonObject) -> DeleteResult:
+        """What a delete would answer, without deleting (dry run)."""
+        preview = copy.deepcopy(current)
+        meta = preview["metadata"]
+        if meta.get("finalizers") or preview.get("kind") == "Namespace":
+            meta.setdefault("deletionTimestamp", self.now())
+            return DeleteResult(preview, True)
+        return DeleteResult(preview, False)
 
     def _delete_locked(
         self, group: str, resource: str, ns: str, name: str, *, finish_namespace: bool = True

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.httpserver import free_port
-from sandbox.kubeapi import start_kube_api
+from sandbox.kubeapi import install_crds, start_kube_api
 from sandbox.pubsub import start_pubsub
 from tests.bench.results import REPO, write_results
 
@@ -173,6 +173,7 @@ def main() -> int:
     results["import_with_framework_ratio"] = whole_ratio
 
     kube = start_kube_api()
+    install_crds(kube.store)
     pubsub = start_pubsub()
     with tempfile.TemporaryDirectory() as tmp:
         kubeconfig = kube.write_kubeconfig(Path(tmp) / "kubeconfig")

@@ -325,13 +325,14 @@ def run_ingest(tmp: Path) -> dict[str, Any]:
 
 # ------------------------------------------------------------------------ submit_job
 def run_submit(tmp: Path) -> dict[str, Any]:
-    from sandbox.kubeapi import start_kube_api
+    from sandbox.kubeapi import install_crds, start_kube_api
     from sandbox.pubsub import start_pubsub
     from shared import kube, pubsub
     from shared.kube import JOBSETS
     from tests.jobs_fixtures import jobs_environment, provision_jobs
 
     kube_api = start_kube_api()
+    install_crds(kube_api.store)
     pubsub_api = start_pubsub(pull_wait_seconds=0.3)
     try:
         os.environ.update(jobs_environment(kube_api, pubsub_api, tmp))

@@ -39,7 +39,7 @@ from typing import Any
 
 from sandbox.clock import SimClock
 from sandbox.gke import GkeApiServer, GkeState, start_gke_api
-from sandbox.kubeapi import KubeApiServer, start_kube_api
+from sandbox.kubeapi import KubeApiServer, install_crds, start_kube_api
 from shared import kube
 from shared.config import AccelopsConfig, Settings, parse_config
 from shared.errors import NotFoundError
@@ -114,6 +114,7 @@ def _pool_spec(name: str) -> dict[str, Any]:
 def build(n: int, directory: Path) -> World:
     """N JobSets in the four states (round robin over states and teams)."""
     kube_api = start_kube_api(clock=Ticking())
+    install_crds(kube_api.store)
     store = kube_api.store
     config = parse_config(CONFIG_TEXT)
     namespaces(store, "research", "inference", config.slices.state_namespace)

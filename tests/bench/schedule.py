@@ -56,7 +56,7 @@ from sandbox.gke import (
     GkeState,
     start_gke_api,
 )
-from sandbox.kubeapi import KubeApiServer, start_kube_api
+from sandbox.kubeapi import KubeApiServer, install_crds, start_kube_api
 from shared import kube
 from shared.config import AccelopsConfig, Settings, parse_config
 from shared.schedule import tick
@@ -171,6 +171,7 @@ def start_fleet() -> Fleet:
     kube_apis = []
     for c in range(CLUSTERS):
         api = start_kube_api(clock=clock)
+        install_crds(api.store)
         kube_apis.append(api)
         api.store.create("", "namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                             "metadata": {"name": config.slices.state_namespace}})

@@ -35,7 +35,7 @@ import yaml
 
 from sandbox.clock import SimClock
 from sandbox.gke import GkeState, start_gke_api
-from sandbox.kubeapi import start_kube_api
+from sandbox.kubeapi import install_crds, start_kube_api
 from sandbox.runner import Sandbox
 from shared import gke, kube
 from shared.config import Settings, load_config
@@ -120,6 +120,7 @@ def naive_reconcile(settings: Settings, client: kube.KubeClient) -> None:
 def measure_scale(n: int, with_pools: bool) -> dict[str, float]:
     clock = SimClock(speed=1.0)
     kube_api = start_kube_api(clock=clock)
+    install_crds(kube_api.store)
     state = GkeState(clock)
     state.add_cluster(PROJECT, LOCATION, CLUSTER, kube_api.url)
     gke_api = start_gke_api(state)

@@ -18,7 +18,14 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from sandbox.kubeapi import KubeApiServer, TokenEntry, admin_entry, start_kube_api, write_token_file
+from sandbox.kubeapi import (
+    KubeApiServer,
+    TokenEntry,
+    admin_entry,
+    install_crds,
+    start_kube_api,
+    write_token_file,
+)
 from sandbox.kubeapi.authn import service_account_groups, service_account_user
 from sandbox.kubeapi.kubeconfig import DEFAULT_TOKEN
 
@@ -83,6 +90,7 @@ def secure_api(tmp_path: Path) -> Iterator[SecureApi]:
     tokens = write_token_file(tmp_path / "tokens.csv", [ADMIN, NOBODY, ALICE, SUBMITTER])
     access_log = tmp_path / "access.jsonl"
     server = start_kube_api(token_file=tokens, access_log=access_log)
+    install_crds(server.store)
     try:
         yield SecureApi(server, tmp_path, access_log)
     finally:

@@ -3,7 +3,8 @@
 Kept out of conftest.py (shared by other e2e suites); test modules import
 what they use. Every server binds 127.0.0.1 on a free port and is stopped at
 teardown; every client comes from the kubeconfig the server writes, the way
-code under test builds its client on GKE.
+code under test builds its client on GKE. ``kube_api`` is a cluster with the pinned
+CRDs installed (JobSet, Kueue, PodMonitoring) but no controllers, so no webhooks.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 from kubernetes import client, config
 
-from sandbox.kubeapi import KubeApiServer, start_kube_api
+from sandbox.kubeapi import KubeApiServer, install_crds, start_kube_api
 
 FIXED_NOW = datetime(2026, 1, 1, 0, 0, 0, tzinfo=UTC)
 JOBSET_GROUP = "jobset.x-k8s.io"
@@ -64,6 +65,7 @@ def clock() -> FakeClock:
 @pytest.fixture
 def kube_api(clock: FakeClock) -> Iterator[KubeApiServer]:
     server = start_kube_api(clock=clock)
+    install_crds(server.store)
     try:
         yield server
     finally:

@@ -4,11 +4,11 @@ Available, repeats a server-side dry run of the overlay until the webhooks admit
 applies the overlay, and `accelops doctor` checks the result.
 
 `manifests/controllers` cannot be applied here (kustomize fetches the upstream
-release manifests from the network). Where the sandbox does not stand in for the
-controllers itself, this file creates their two Deployments, named as the pinned
-releases name them, the way that apply would; the sandbox's Deployment controller
-reports their Available condition. To hold a controller back, its Deployment asks
-for a pod no node can take: it is not Available until that is undone.
+release manifests from the network): the sandbox installs its own stand-in of it when
+it starts (sandbox/provision.py), Deployments, webhooks and all. To hold a controller
+back, its Deployment is annotated ``sandbox.accelops.dev/unready`` (the sandbox's
+controller managers keep its pod unready: not Available, its webhooks not
+answering) until that is undone.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
+from sandbox.cluster.managers import ANNOTATION_UNREADY
 from sandbox.provision import kubectl
 from shared.deployment.up import CONTROLLERS
 from shared.kube import Resource, get_client, reset_client
@@ -34,50 +34,31 @@ pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOYMENTS = Resource("apps", "v1", "deployments")
 LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta1", "localqueues")
-# No node carries it: a pod that needs it stays Pending.
-NOWHERE = {"accelops.dev/test": "no-such-node"}
-
-
-def controller(namespace: str, name: str) -> list[dict[str, Any]]:
-    labels = {"control-plane": "controller-manager"}
-    return [
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
-        {"apiVersion": "apps/v1", "kind": "Deployment",
-         "metadata": {"name": name, "namespace": namespace},
-         "spec": {"replicas": 0, "selector": {"matchLabels": labels},
-                  "template": {"metadata": {"labels": labels}, "spec": {"containers": [
-                      {"name": "manager", "image": "registry.k8s.io/placeholder:1"}]}}}}]
 
 
 @pytest.fixture(scope="module")
 def controllers(sandbox) -> None:
-    """The controllers' Deployments, created when the sandbox has none of its own."""
+    """The controllers' Deployments, as the sandbox installed them."""
     reset_client()
     kube = get_client()
     for _, namespace, name in CONTROLLERS:
-        if kube.find(DEPLOYMENTS, name, namespace) is None:
-            manifest = sandbox.state_dir / f"{name}.yaml"
-            manifest.write_text(yaml.safe_dump_all(controller(namespace, name)))
-            kubectl(sandbox.kubeconfig, "apply", "--server-side",
-                    "--field-manager=controllers", "-f", str(manifest))
+        assert kube.find(DEPLOYMENTS, name, namespace) is not None
 
 
 @contextlib.contextmanager
 def held(sandbox, namespace: str, name: str) -> Iterator[None]:
-    """A controller's Deployment unable to become Available (its one pod needs a node
-    there is none of); put back as it was afterwards."""
-    reset_client()
-    spec = get_client().find(DEPLOYMENTS, name, namespace)["spec"]
-    was = {"replicas": spec.get("replicas"),
-           "template": {"spec": {"nodeSelector": spec["template"]["spec"].get("nodeSelector")}}}
-    hold = {"replicas": 1, "template": {"spec": {"nodeSelector": NOWHERE}}}
-    kubectl(sandbox.kubeconfig, "patch", "deployment", name, "-n", namespace, "--type=merge",
-            "-p", json.dumps({"spec": hold}))
+    """A controller's pod held unready (not Available, its webhooks not answering);
+    released afterwards."""
+    def annotate(value: str | None) -> None:
+        kubectl(sandbox.kubeconfig, "patch", "deployment", name, "-n", namespace,
+                "--type=merge", "-p", json.dumps(
+                    {"metadata": {"annotations": {ANNOTATION_UNREADY: value}}}))
+
+    annotate("true")
     try:
         yield
     finally:
-        kubectl(sandbox.kubeconfig, "patch", "deployment", name, "-n", namespace,
-                "--type=merge", "-p", json.dumps({"spec": was}))
+        annotate(None)
 
 
 def available(deployment: dict[str, Any] | None) -> bool:

@@ -31,7 +31,8 @@ from kubernetes import client, config
 from sandbox.clock import SimClock
 from sandbox.cluster import Simulation
 from sandbox.gke import GkeApiServer, GkeState, start_gke_api
-from sandbox.kubeapi import KubeApiServer, ObjectStore, start_kube_api
+from sandbox.kubeapi import KubeApiServer, ObjectStore, install_crds, start_kube_api
+from sandbox.provision import install_controllers, wait_for_controllers
 from sandbox.pubsub import PubSubServer, start_pubsub
 from shared.tpu import lookup
 
@@ -87,6 +88,12 @@ def tpu_pool(name: str) -> NodePool:
                                         labels={"accelops.dev/slice": name}),
         placement_policy=NodePool.PlacementPolicy(
             type_=NodePool.PlacementPolicy.Type.COMPACT, tpu_topology="4x4"))
+
+
+def install_controllers_with_kubectl(kubeconfig: Path, directory: Path) -> None:
+    """Kueue and JobSet as a first deployment installs them, waiting for their webhooks."""
+    install_controllers(kubeconfig, directory)
+    wait_for_controllers(kubeconfig, None, timeout=30)
 
 
 def provision_queue(api: client.ApiClient, quota: int = 32) -> None:
@@ -224,6 +231,7 @@ def test_the_cluster_process_runs_a_queued_jobset_on_pools_created_through_the_g
         core, custom = client.CoreV1Api(api), client.CustomObjectsApi(api)
         gke = container_client(process.gke_url)
         assert gke.get_cluster(name=CLUSTER).endpoint == process.kube_url
+        install_controllers_with_kubectl(process.kubeconfig, tmp_path / "controllers")
         provision_queue(api)
         custom.create_namespaced_custom_object(*JOBSET_API,
                                                tpu_jobset("llama", run_seconds=1200))
@@ -345,6 +353,7 @@ class InProcessCluster:
         self.clock = SimClock(speed=1e-6, start=datetime(2026, 11, 21, 8, tzinfo=UTC))
         self.store = ObjectStore(clock=self.clock)
         self.kube: KubeApiServer = start_kube_api(clock=self.clock, store=self.store)
+        install_crds(self.kube.store)
         self.state = GkeState(self.clock)
         self.state.add_cluster(PROJECT, LOCATION, CLUSTER_NAME, self.kube.url)
         self.gke_server: GkeApiServer = start_gke_api(self.state)

@@ -34,7 +34,7 @@ from sandbox.clock import SimClock
 from sandbox.cluster import Simulation
 from sandbox.cluster.echo import ECHO_IMAGE, ECHO_IMAGE_KEY, EchoLauncher
 from sandbox.gke import GkeState, start_gke_api
-from sandbox.kubeapi import KubeApiServer, ObjectStore, start_kube_api
+from sandbox.kubeapi import KubeApiServer, ObjectStore, install_crds, start_kube_api
 from tests.e2e.conftest import wait_for
 from tests.e2e.kubeapi_auth_fixtures import KUBECTL
 
@@ -116,6 +116,7 @@ class ServingCluster:
         self.clock = SimClock(speed=1e-6, start=datetime(2026, 11, 21, 8, tzinfo=UTC))
         self.store = ObjectStore(clock=self.clock)
         self.kube: KubeApiServer = start_kube_api(clock=self.clock, store=self.store)
+        install_crds(self.kube.store)
         self.launcher = EchoLauncher(tmp_path / "containers")
         self.simulation = Simulation(
             self.store, self.clock, cluster=CLUSTER, tick=0.01,
@@ -448,6 +449,7 @@ def test_a_gpu_node_pool_created_through_the_gke_api_becomes_gpu_nodes(tmp_path)
     clock = SimClock(speed=1e-6, start=datetime(2026, 11, 21, 8, tzinfo=UTC))
     store = ObjectStore(clock=clock)
     kube = start_kube_api(clock=clock, store=store)
+    install_crds(kube.store)
     state = GkeState(clock)
     state.add_cluster("acme", "us-central1-a", "serve", kube.url)
     gke_server = start_gke_api(state)

@@ -359,14 +359,6 @@ def test_list_body_has_list_kind_and_resource_version(labelled_jobsets: JobSets)
     assert int(listed["metadata"]["resourceVersion"]) >= 4
 
 
-def test_watch_answers_400_with_a_clear_message(kube_api: KubeApiServer, namespace: str) -> None:
-    code, body = raw_request(
-        kube_api, "GET", f"/apis/{JOBSET_GROUP}/{JOBSET_VERSION}/jobsets?watch=true"
-    )
-    assert code == 400
-    assert "watch is not supported" in body["message"]
-
-
 # ---------------------------------------------------------------- JobSets: updates
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from sandbox.kubeapi import TokenEntry, start_kube_api
+from sandbox.kubeapi import TokenEntry, install_crds, start_kube_api
 from tests.e2e import kubeapi_auth_fixtures as fx
 from tests.e2e.kubeapi_auth_fixtures import ALICE, NOBODY, SUBMITTER, SecureApi
 from tests.e2e.kubeapi_fixtures import JOB_TEMPLATE
@@ -231,6 +231,7 @@ def test_a_create_drops_unknown_fields_with_a_warning_by_default(
 def test_without_a_token_file_everything_is_allowed_and_still_logged(tmp_path: Path) -> None:
     log = tmp_path / "access.jsonl"
     server = start_kube_api(access_log=log)
+    install_crds(server.store)
     try:
         with fx.config.new_client_from_config(
                 config_file=str(server.write_kubeconfig(tmp_path / "kubeconfig"))) as api:

@@ -14,7 +14,7 @@ from kubernetes import client
 
 from sandbox.clock import SimClock
 from sandbox.cluster.runtime import ENV_MESSAGE, PodRuntime
-from sandbox.kubeapi import KubeApiServer, start_kube_api
+from sandbox.kubeapi import KubeApiServer, install_crds, start_kube_api
 from tests.e2e.kubeapi_fixtures import api_client_for
 
 pytestmark = pytest.mark.e2e
@@ -32,6 +32,7 @@ def sim_clock() -> SimClock:
 @pytest.fixture
 def server(sim_clock: SimClock) -> Iterator[KubeApiServer]:
     api = start_kube_api(clock=sim_clock)
+    install_crds(api.store)
     api.store.create("", "namespaces", {"metadata": {"name": NAMESPACE}})
     try:
         yield api

@@ -80,6 +80,33 @@ def test_a_published_request_becomes_a_jobset_read_back_with_the_kubernetes_clie
     assert pod["nodeSelector"]["cloud.google.com/gke-tpu-topology"] == "2x2x4"
 
 
+def test_the_sandbox_installs_kueue_and_jobset_before_its_queues_and_waits_for_them(
+    sandbox, custom
+):
+    apps = k8s.AppsV1Api(custom.api_client)
+    managers = [apps.read_namespaced_deployment("kueue-controller-manager", "kueue-system"),
+                apps.read_namespaced_deployment("jobset-controller-manager", "jobset-system")]
+    queue = custom.get_cluster_custom_object("kueue.x-k8s.io", "v1beta1", "clusterqueues",
+                                             "research-cluster-queue")
+
+    assert [next(c.status for c in d.status.conditions if c.type == "Available")
+            for d in managers] == ["True", "True"]
+    # Applied through Kueue's webhooks: the defaulting one added its finalizer.
+    assert queue["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
+
+
+def test_a_jobset_from_a_request_went_through_the_jobset_and_kueue_webhooks(
+    sandbox, publisher, custom
+):
+    publish(publisher, request("gemma-v4.json", "e2e-defaults"))
+
+    [jobset] = wait_for(lambda: jobsets_for(custom, "e2e-defaults"))
+
+    assert jobset["spec"]["successPolicy"] == {"operator": "All"}
+    assert jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["completionMode"] == \
+        "Indexed"
+
+
 def test_duplicate_publishes_of_one_request_leave_exactly_one_jobset(
     sandbox, publisher, custom
 ):

@@ -20,7 +20,7 @@ from google.cloud import pubsub_v1
 
 from sandbox.clock import SimClock
 from sandbox.gke import GkeApiServer, GkeState, start_gke_api
-from sandbox.kubeapi import KubeApiServer, start_kube_api
+from sandbox.kubeapi import KubeApiServer, install_crds, start_kube_api
 from sandbox.pubsub import PubSubServer, start_pubsub
 from shared import kube, pubsub
 from shared.kube import JOBSETS
@@ -60,6 +60,7 @@ def app_client() -> Any:
 @pytest.fixture
 def kube_api(tmp_path: Path) -> Iterator[KubeApiServer]:
     server = start_kube_api()
+    install_crds(server.store)
     try:
         yield server
     finally:

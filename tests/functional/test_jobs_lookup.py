@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from sandbox.kubeapi import KubeApiServer, start_kube_api
+from sandbox.kubeapi import KubeApiServer, install_crds, start_kube_api
 from shared import kube
 from shared.cli import main
 from shared.config import Settings
@@ -48,6 +48,7 @@ class Ticking:
 @pytest.fixture
 def server() -> Iterator[KubeApiServer]:
     api = start_kube_api(clock=Ticking())
+    install_crds(api.store)
     namespaces(api.store, "research", "inference", "accelops-system")
     try:
         yield api

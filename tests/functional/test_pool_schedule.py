@@ -18,7 +18,7 @@ from google.cloud import pubsub_v1
 
 from sandbox.clock import SimClock
 from sandbox.gke import GkeApiServer, GkeState, start_gke_api
-from sandbox.kubeapi import KubeApiServer, start_kube_api
+from sandbox.kubeapi import KubeApiServer, install_crds, start_kube_api
 from sandbox.pubsub import PubSubServer, SubscriptionConfig
 from shared import gke, kube, pubsub
 from shared.config import Settings
@@ -53,6 +53,7 @@ def clock() -> SimClock:
 def world(clock: SimClock, pubsub_api: PubSubServer, tmp_path: Path,
           monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[KubeApiServer, GkeApiServer]]:
     kube_api = start_kube_api(clock=clock)
+    install_crds(kube_api.store)
     state = GkeState(clock)
     state.add_cluster(PROJECT, "us-central2-b", "sandbox", kube_api.url)
     gke_api = start_gke_api(state)

@@ -14,7 +14,7 @@ import pytest
 
 from sandbox.clock import SimClock
 from sandbox.gke import GkeApiServer, GkeState, start_gke_api
-from sandbox.kubeapi import KubeApiServer, start_kube_api
+from sandbox.kubeapi import KubeApiServer, install_crds, start_kube_api
 from shared import kube
 from shared.config import AccelopsConfig, Settings, parse_config
 from shared.schedule.tick import run_tick
@@ -28,6 +28,7 @@ AT = dt.datetime(2026, 11, 23, 12, 0, tzinfo=dt.UTC)
 @pytest.fixture
 def kube_api() -> Iterator[KubeApiServer]:
     server = start_kube_api()
+    install_crds(server.store)
     server.store.create("", "namespaces", {"apiVersion": "v1", "kind": "Namespace",
                                            "metadata": {"name": "accelops-system"}})
     try:

@@ -17,7 +17,7 @@ import functions_framework
 import pytest
 from hypothesis import HealthCheck, settings
 
-from sandbox.kubeapi import KubeApiServer, start_kube_api
+from sandbox.kubeapi import KubeApiServer, install_crds, start_kube_api
 from sandbox.pubsub import PubSubServer, start_pubsub
 from shared import bigquery, kube, pubsub
 from shared.kube import JOBSETS
@@ -67,6 +67,7 @@ class JobsWorld:
 @pytest.fixture(scope="module")
 def jobs_world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JobsWorld]:
     kube_api: KubeApiServer = start_kube_api()
+    install_crds(kube_api.store)
     pubsub_api: PubSubServer = start_pubsub(pull_wait_seconds=0.3)
     with pytest.MonkeyPatch.context() as env:
         for key, value in jobs_environment(kube_api, pubsub_api,
