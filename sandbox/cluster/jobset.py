@@ -107,7 +107,8 @@ def _subdomain(jobset: Mapping[str, Any]) -> str | None:
 
 def _pods_ready(job: Mapping[str, Any]) -> bool:
     spec, status = job.get("spec") or {}, job.get("status") or {}
-    pods = int(spec.get("parallelism") if spec.get("parallelism") is not None else 1)
+    parallelism = spec.get("parallelism")
+    pods = int(parallelism) if parallelism is not None else 1
     if spec.get("completions") is not None:
         pods = min(pods, int(spec["completions"]))
     return int(status.get("succeeded") or 0) + int(status.get("ready") or 0) >= pods
