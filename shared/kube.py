@@ -14,7 +14,11 @@ translated here into a domain error: 404 → NotFoundError, 409 → ConflictErro
 (a deployment error), 5xx and connection failures → UnavailableError, so business
 code decides ack or retry without knowing the client. Writes say more: a create's
 409 is AlreadyExistsError, and a 404 on a create or apply is MissingTargetError (a
-deployment error: the namespace or CRD is missing).
+deployment error: the namespace or CRD is missing). So is any 404 whose body is not a
+``Status``: kube-apiserver answers a path no resource type serves (a custom resource
+whose CRD is not installed) with Go's plain-text ``404 page not found``, while a
+missing object gets a ``Status`` with reason ``NotFound`` — a list of JobSets on a
+cluster without the JobSet CRD is the cluster's fault, retried, never "no JobSets".
 """
 
 from __future__ import annotations
@@ -246,12 +250,18 @@ class KubeClient:
             self._server_time = email.utils.parsedate_to_datetime(header).timestamp()
 
 
-def _status_message(body: Any) -> str:
+def _status(body: Any) -> dict[str, Any] | None:
+    """The ``Status`` object an API error carries, None when the body is not one."""
     try:
         status = json.loads(body) if isinstance(body, (str, bytes)) else None
     except ValueError:
-        status = None
-    if isinstance(status, dict) and status.get("message"):
+        return None
+    return status if isinstance(status, dict) and status.get("kind") == "Status" else None
+
+
+def _status_message(body: Any) -> str:
+    status = _status(body)
+    if status is not None and status.get("message"):
         return str(status["message"])
     return str(body or "")[:300]
 
@@ -283,7 +293,10 @@ def _translated(what: str) -> Iterator[None]:
         code = int(exc.status or 0)
         message = f"{what}: {code} {_status_message(exc.body)}"
         error: AccelopsError
-        if code == 404:
+        if code == 404 and _status(exc.body) is None:
+            error = MissingTargetError(f"{message} (no such resource type: is its CRD "
+                                       "installed? see manifests/controllers)")
+        elif code == 404:
             error = NotFoundError(message)
         elif code == 409:
             error = ConflictError(message)

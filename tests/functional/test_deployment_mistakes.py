@@ -81,3 +81,21 @@ def test_without_a_project_an_invalid_request_is_retried_until_its_rejection_can
 
     assert response.status_code == 500
     assert any("ACCELOPS_PROJECT must be set" in line for line in _errors(caplog))
+
+
+def test_without_the_jobset_crd_a_valid_request_is_retried_not_rejected(
+    app_client, cluster, kube_api, caplog
+):
+    # Before manifests/controllers is applied, kube-apiserver serves no jobsets path:
+    # it answers Go's plain-text "404 page not found", not a Status about an object.
+    caplog.set_level(logging.INFO, logger="accelops")
+    kube_api.store.delete("apiextensions.k8s.io", "customresourcedefinitions",
+                          "jobsets.jobset.x-k8s.io")
+
+    response = app_client.post("/", json=load_event("pubsub_push_job_request.json"))
+
+    assert response.status_code == 500
+    [error] = _errors(caplog)
+    assert "is its CRD installed?" in error
+    assert "will retry" in error
+    assert pull_rejections() == []
