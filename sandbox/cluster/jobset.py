@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -79,6 +80,7 @@ from sandbox.kubeapi import ApiError, ObjectStore
 __all__ = ["JobController", "JobSetController", "job_key", "job_name"]
 
 COMPONENT = "jobset-controller"
+log = logging.getLogger(__name__)
 
 
 def job_name(jobset: str, replicated_job: str, index: int) -> str:
@@ -124,6 +126,7 @@ class JobSetController:
     def __init__(self, store: ObjectStore, clock: SimClock) -> None:
         self.store = store
         self.clock = clock
+        self._refused: set[tuple[str, str]] = set()  # (Job, message) already logged
 
     def reconcile(self) -> None:
         by_owner = children_by_owner(self.store.list(*JOBS), "JobSet", skip_deleting=True)
@@ -270,7 +273,17 @@ class JobSetController:
         except ApiError as exc:
             if exc.code in (403, 404, 409):
                 return None
-            raise
+            if exc.code != 422:
+                raise
+            # A Job the API server refuses (its template breaks the Job API's rules):
+            # jobset v0.7.2 logs "creating jobs" with this error and tries again later,
+            # with no Event and no status, so the JobSet just never starts.
+            key = (f"{namespace_of(jobset)}/{name_of(job)}", exc.message)
+            if key not in self._refused:
+                self._refused.add(key)
+                log.error("creating jobs: job %r creation failed with error: %s",
+                          name_of(job), exc.message)
+            return None
 
     def _resume(self, job: Obj, wanted: Obj) -> None:
         """Unsuspend a Job with the JobSet's current pod scheduling fields (as JobSet does)."""

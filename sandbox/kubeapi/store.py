@@ -66,6 +66,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple, Protocol
 
 from sandbox.kubeapi import custom_resources, resources
+from sandbox.kubeapi.builtin_validation import check_builtin
 from sandbox.kubeapi.errors import ApiError, JsonObject
 from sandbox.kubeapi.patch import PatchType, apply_patch, apply_patch_body
 from sandbox.kubeapi.podlogs import PodLogs
@@ -666,6 +667,7 @@ class ObjectStore:
         assert isinstance(name, str)
         self._validate_labels(group, resource, meta)
         new = custom_resources.admit(group, resource, new, None)
+        check_builtin(group, resource, new)
         meta = _metadata(new)
         for field in ("deletionTimestamp", "deletionGracePeriodSeconds"):
             meta.pop(field, None)
@@ -814,6 +816,8 @@ class ObjectStore:
         result_meta = result["metadata"]
         result_meta["resourceVersion"] = old_meta["resourceVersion"]
         result = custom_resources.admit(group, resource, result, old, subresource)
+        if not subresource:
+            check_builtin(group, resource, result)
         generation = int(old_meta.get("generation", 1))
         if _spec_part(result) != _spec_part(old):
             generation += 1

@@ -18,7 +18,7 @@ from sandbox.cluster.failurepolicy import decide_failure
 from sandbox.cluster.jobs import JobController
 from sandbox.cluster.jobset import JobSetController
 from sandbox.cluster.podfailure import match_pod_failure_policy, past_backoff_limit_on_failure
-from sandbox.kubeapi import ObjectStore
+from sandbox.kubeapi import ApiError, ObjectStore
 
 NAMESPACE = "research"
 START = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
@@ -503,3 +503,44 @@ def test_a_replicated_job_is_active_while_its_jobs_have_active_pods_even_when_su
 
     assert (statuses()["workers"]["active"], statuses()["workers"]["suspended"]) == (1, 1)
     assert statuses()["leader"]["active"] == 0
+
+
+# ------------------------------------------------------------- what the Job API refuses
+@pytest.mark.parametrize(("restart_policy", "rules", "message"), [
+    ("OnFailure", [DISRUPTION_RULE],
+     'spec.template.spec.restartPolicy: Invalid value: "OnFailure": only "Never" is '
+     "supported when podFailurePolicy is specified"),
+    ("Always", None,
+     'spec.template.spec.restartPolicy: Required value: valid values: "OnFailure", "Never"'),
+    ("Sometimes", None,
+     'spec.template.spec.restartPolicy: Unsupported value: "Sometimes": supported values: '
+     '"OnFailure", "Never"'),
+])
+def test_the_api_refuses_a_job_whose_restart_policy_the_job_api_refuses(
+    store, restart_policy, rules, message
+):
+    with pytest.raises(ApiError) as refused:
+        store.create(*JOBS, job_body("bad", restart_policy=restart_policy, rules=rules))
+
+    assert refused.value.code == 422
+    assert refused.value.message == f'Job.batch "bad" is invalid: {message}'
+
+
+def test_a_jobset_whose_jobs_the_api_refuses_never_starts_and_the_controller_logs_why(
+    store, clock, caplog
+):
+    body = jobset_body("serve")
+    for rjob in body["spec"]["replicatedJobs"]:
+        job_spec = rjob["template"]["spec"]
+        job_spec["template"]["spec"]["restartPolicy"] = "OnFailure"
+        job_spec["podFailurePolicy"] = {"rules": [DISRUPTION_RULE]}
+    store.create(*JOBSETS, body)
+    controller = JobSetController(store, clock)
+
+    controller.reconcile()
+    controller.reconcile()
+
+    assert store.list(*JOBS, NAMESPACE) == []
+    refusals = [r.getMessage() for r in caplog.records if "creation failed" in r.getMessage()]
+    assert len(refusals) == 2  # once per Job, not once per pass
+    assert 'only "Never" is supported when podFailurePolicy is specified' in refusals[0]
