@@ -22,7 +22,12 @@ webhook refuses such a ClusterQueue before it exists.
 Also here: what one reconcile pass counts per queue (:class:`Tally`) and the
 ClusterQueue and LocalQueue statuses written from it (``pendingWorkloads``,
 ``reservingWorkloads``, ``admittedWorkloads``, ``flavorsReservation``,
-``flavorsUsage``, ``Active``).
+``flavorsUsage``, ``Active``); and when a ClusterQueue or ResourceFlavor being deleted
+lets go of the ``kueue.x-k8s.io/resource-in-use`` finalizer Kueue's webhook gave it
+(:func:`releasable`): a ClusterQueue once no Workload holds quota in it
+(``pkg/controller/core/clusterqueue_controller.go``, ``ClusterQueueEmpty``), a
+ResourceFlavor once no ClusterQueue names it (``resourceflavor_controller.go``,
+``ClusterQueuesUsingFlavor``: ClusterQueues still being deleted count).
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from sandbox.cluster.preemption import Holder
 
 __all__ = [
     "NAMESPACE_MISMATCH",
+    "RESOURCE_IN_USE",
     "Queue",
     "Tally",
     "cluster_queue_status",
@@ -55,7 +61,10 @@ __all__ = [
     "namespace_matches",
     "preemption_policy",
     "queues_of",
+    "releasable",
 ]
+
+RESOURCE_IN_USE = "kueue.x-k8s.io/resource-in-use"
 
 NAMESPACE_MISMATCH = "Workload namespace doesn't match ClusterQueue selector"
 
@@ -222,3 +231,24 @@ def local_queue_status(local_queue: Obj, key: tuple[str, str], queues: Mapping[s
             else "Can't submit new workloads to clusterQueue", now),
     )
     return status
+
+
+def _deleting_with_finalizer(obj: Obj) -> bool:
+    meta = obj.get("metadata") or {}
+    return bool(meta.get("deletionTimestamp")) and RESOURCE_IN_USE in (
+        meta.get("finalizers") or [])
+
+
+def releasable(cluster_queues: Iterable[Obj], resource_flavors: Iterable[Obj],
+               holding: Mapping[str, Sequence[Any]]) -> list[Obj]:
+    """The ClusterQueues and ResourceFlavors being deleted whose resource-in-use
+    finalizer Kueue removes now (``holding``: Workloads holding quota per ClusterQueue)."""
+    queues = list(cluster_queues)
+    named = {str(entry.get("name", "")) for cq in queues
+             for group in (cq.get("spec") or {}).get("resourceGroups") or []
+             for entry in group.get("flavors") or []}
+    done = [cq for cq in queues
+            if _deleting_with_finalizer(cq) and not holding.get(name_of(cq))]
+    done += [rf for rf in resource_flavors
+             if _deleting_with_finalizer(rf) and name_of(rf) not in named]
+    return done

@@ -39,6 +39,11 @@ released once their Jobs are inactive, and they are pending again in their old p
 (creation time); when admitted again, ``Evicted`` and ``Preempted`` turn False
 ("Previously: ...").
 
+**Deletion.** Kueue's webhook gives every ClusterQueue and ResourceFlavor the
+``kueue.x-k8s.io/resource-in-use`` finalizer; a deleted ClusterQueue goes once no
+Workload holds quota in it, a deleted ResourceFlavor once no ClusterQueue names it
+(``pkg/controller/core/clusterqueue_controller.go``, ``resourceflavor_controller.go``).
+
 Not simulated: cohorts, borrowing and fair sharing; admission checks; flavor taints
 and tolerations; resources other than ``google.com/tpu``; waitForPodsReady; stop
 policies; retry back-off; scheduling cycles (a pass considers every pending
@@ -54,6 +59,7 @@ from dataclasses import dataclass
 from sandbox.clock import SimClock
 from sandbox.cluster.clusterqueues import (
     NAMESPACE_MISMATCH,
+    RESOURCE_IN_USE,
     Queue,
     Tally,
     cluster_queue_status,
@@ -61,6 +67,7 @@ from sandbox.cluster.clusterqueues import (
     namespace_matches,
     preemption_policy,
     queues_of,
+    releasable,
 )
 from sandbox.cluster.flavors import PREEMPT, Assignment, assign_flavors
 from sandbox.cluster.kueue_jobs import COMPONENT, JobReconciler, jobset_finished
@@ -82,6 +89,7 @@ from sandbox.cluster.objects import (
     name_of,
     namespace_of,
     parse_timestamp,
+    patch_quietly,
     record_event,
     timestamp,
     uid_of,
@@ -141,7 +149,8 @@ class KueueController:
         workloads = {(namespace_of(w), name_of(w)): w for w in self.store.list(*WORKLOADS)}
         jobsets = self.store.list(*JOBSETS)
         local_queues = {(namespace_of(q), name_of(q)): q for q in self.store.list(*LOCAL_QUEUES)}
-        queues = queues_of(self.store.list(*CLUSTER_QUEUES), self.store.list(*RESOURCE_FLAVORS))
+        flavor_objects = self.store.list(*RESOURCE_FLAVORS)
+        queues = queues_of(self.store.list(*CLUSTER_QUEUES), flavor_objects)
         classes = ({name_of(c): class_value(c)
                     for c in self.store.list(*WORKLOAD_PRIORITY_CLASSES)},
                    {name_of(c): c for c in self.store.list(*PRIORITY_CLASSES)})
@@ -199,6 +208,8 @@ class KueueController:
         namespaces = {name_of(n): labels_of(n) for n in self.store.list(*NAMESPACES)}
         self._admit(candidates, queues, namespaces, tally)
         self._update_queue_statuses(queues, local_queues, tally)
+        self._release(releasable((q.obj for q in queues.values()), flavor_objects,
+                                 tally.holders))
 
     def _order(self, jobset: Obj) -> int:
         uid = uid_of(jobset)
@@ -318,6 +329,13 @@ class KueueController:
                                cluster_queue_status(queue, tally, now))
         for key, lq in local_queues.items():
             self._write_status(LOCAL_QUEUES, lq, local_queue_status(lq, key, queues, tally, now))
+
+    def _release(self, objects: list[Obj]) -> None:
+        """Remove the resource-in-use finalizer, which lets a delete finish."""
+        for obj in objects:
+            key = CLUSTER_QUEUES if obj.get("kind") == "ClusterQueue" else RESOURCE_FLAVORS
+            rest = [f for f in meta(obj).get("finalizers") or [] if f != RESOURCE_IN_USE]
+            patch_quietly(self.store, key, obj, {"metadata": {"finalizers": rest or None}})
 
     def _write_status(self, key: tuple[str, str], obj: Obj, status: Obj) -> None:
         if status == (obj.get("status") or {}):

@@ -476,3 +476,45 @@ def test_a_workload_already_being_preempted_is_counted_before_new_victims():
                holder("low", 100, 16, "2026-11-21T08:05:00Z")]
 
     assert chosen(holders, 16) == ["evicting"]
+
+
+# ------------------------------------------------------------------- deleting queue objects
+IN_USE = "kueue.x-k8s.io/resource-in-use"
+
+
+def in_use(store: ObjectStore, resource: str, name: str) -> None:
+    """The finalizer Kueue's webhook adds to every ClusterQueue and ResourceFlavor."""
+    store.patch(KUEUE, resource, name, {"metadata": {"finalizers": [IN_USE]}})
+
+
+def test_a_deleted_cluster_queue_goes_once_no_workload_holds_quota_in_it(store, sim, clock):
+    preempting_queue(store, sim)
+    in_use(store, "clusterqueues", "research-cq")
+    running(store, sim, "low", priority="low", run_seconds=300)
+
+    store.delete(KUEUE, "clusterqueues", "research-cq")
+    sim.settle()
+
+    assert store.try_get(KUEUE, "clusterqueues", "research-cq") is not None, \
+        "kept while an admitted workload holds quota in it"
+    run_until(sim, clock, lambda: is_true(jobset(store, "low"), "Completed"))
+    sim.settle()
+
+    assert store.try_get(KUEUE, "clusterqueues", "research-cq") is None
+
+
+def test_a_deleted_resource_flavor_goes_once_no_cluster_queue_names_it(store, sim):
+    add_queue(store, quota=16)
+    in_use(store, "resourceflavors", "tpu")
+    in_use(store, "clusterqueues", "research-cq")
+
+    store.delete(KUEUE, "resourceflavors", "tpu")
+    sim.settle()
+    assert store.try_get(KUEUE, "resourceflavors", "tpu") is not None, \
+        "kept while the ClusterQueue names it"
+
+    store.delete(KUEUE, "clusterqueues", "research-cq")
+    sim.settle()
+
+    assert store.try_get(KUEUE, "clusterqueues", "research-cq") is None
+    assert store.try_get(KUEUE, "resourceflavors", "tpu") is None
