@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import re
 import shutil
 import subprocess
 import time
@@ -39,8 +40,9 @@ from shared.config import load_config
 from shared.deployment import system
 from shared.deployment.cli import repo_root, write_files
 from shared.deployment.manifests import overlay_files
+from shared.deployment.up import CONTROLLERS, WEBHOOKS_NOT_READY
 
-__all__ = ["CONTROLLER_DEPLOYMENTS", "KubectlError", "install_controllers", "kubectl",
+__all__ = ["KubectlError", "install_controllers", "kubectl",
            "provision_kubernetes", "provision_pubsub", "provision_serving",
            "wait_for_controllers"]
 
@@ -49,12 +51,11 @@ KUBECTL_TIMEOUT = 60.0
 # How long a sandbox waits for the controllers' webhooks (real seconds).
 CONTROLLERS_TIMEOUT = 60.0
 CONTROLLERS_DIR = Path(__file__).resolve().parent / "cluster" / "controllers"
-# (namespace, Deployment) of the controllers manifests/controllers installs.
-CONTROLLER_DEPLOYMENTS = (("kueue-system", "kueue-controller-manager"),
-                          ("jobset-system", "jobset-controller-manager"))
-# What a dry run says while the controllers are not serving yet: their webhooks do not
-# answer, or (just after the CRDs were applied) their kinds are not served yet.
-NOT_ANSWERING = ("failed calling webhook", "ensure CRDs are installed first")
+# The controllers' Deployments, and what a dry run says while they are not serving yet
+# (their webhooks do not answer, or just after the CRDs were applied their kinds are not
+# served yet), are those `accelops deploy up` waits for (shared/deployment/up.py): the
+# sandbox waits as a first deployment does.
+_NOT_ANSWERING = re.compile(WEBHOOKS_NOT_READY)
 
 Progress = Callable[[str], None]
 
@@ -110,10 +111,10 @@ def wait_for_controllers(kubeconfig: Path, overlay_dir: Path | None, *,
     seconds waited; KubectlError (saying what to look at) after ``timeout``."""
     started = time.monotonic()
     deadline = started + timeout
-    names = ", ".join(f"{ns}/{name}" for ns, name in CONTROLLER_DEPLOYMENTS)
+    names = ", ".join(f"{ns}/{name}" for _, ns, name in CONTROLLERS)
     progress(f"waiting up to {timeout:.0f}s for the Kueue and JobSet controllers "
              f"(Deployments {names} Available) ...")
-    for namespace, name in CONTROLLER_DEPLOYMENTS:
+    for _, namespace, name in CONTROLLERS:
         left = max(1.0, deadline - time.monotonic())
         try:
             kubectl(kubeconfig, "wait", "--for=condition=Available", f"--timeout={left:.0f}s",
@@ -139,7 +140,7 @@ def wait_for_controllers(kubeconfig: Path, overlay_dir: Path | None, *,
         except KubectlError as exc:
             # Other refusals are what a dry run of a first deployment always meets (its
             # namespaces exist only once really applied): the webhooks did answer.
-            if not any(sign in str(exc) for sign in NOT_ANSWERING):
+            if not _NOT_ANSWERING.search(str(exc)):
                 break
             if time.monotonic() >= deadline:
                 raise KubectlError(
