@@ -14,12 +14,12 @@ Ports of k8s.io/apiextensions-apiserver v0.32.0:
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from sandbox.kubeapi import field_errors as fe
 from sandbox.kubeapi.crd_schema import Schema
 from sandbox.kubeapi.field_errors import FieldError
+from sandbox.kubeapi.validation import is_dns1035_label
 
 __all__ = ["validate_embedded", "validate_list_types"]
 
@@ -78,9 +78,6 @@ def _map_list(schema: Schema, items: list[Any], path: str) -> list[FieldError]:
     return [fe.duplicate(f"{path}[{i}]", values[i]) for i in _repeats(values)]
 
 
-_DNS1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
-
-
 def validate_embedded(schema: Schema, value: Any, path: str = "") -> list[FieldError]:
     """Errors of the embedded resources below ``value`` (the root is not one)."""
     errors: list[FieldError] = []
@@ -118,13 +115,9 @@ def _type_meta(value: dict[str, Any], path: str) -> list[FieldError]:
             errors.append(fe.invalid(where, text, "must be a string"))
         elif not text:
             errors.append(fe.invalid(where, text, "must not be empty"))
-        elif name == "kind" and not (len(text) <= 63 and _DNS1035.match(text.lower())):
+        elif name == "kind" and (problems := is_dns1035_label(text.lower())):
             errors.append(fe.invalid(where, text, "may have mixed case, but should otherwise "
-                                     "match: a DNS-1035 label must consist of lower case "
-                                     "alphanumeric characters or '-', start with an "
-                                     "alphabetic character, and end with an alphanumeric "
-                                     "character (e.g. 'my-name',  or 'abc-123', regex used "
-                                     "for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"))
+                                     "match: " + ",".join(problems)))
         elif name == "apiVersion" and text.count("/") > 1:
             errors.append(fe.invalid(where, text,
                                      f"unexpected GroupVersion string: {text}"))

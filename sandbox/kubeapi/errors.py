@@ -68,6 +68,7 @@ class ApiError(Exception):
         return self.text if self.text is not None else self.to_status()
 
     # -- constructors mirroring k8s.io/apimachinery/pkg/api/errors ---------
+    # (NewInvalid, built from field errors, is sandbox.kubeapi.field_errors.invalid_error)
 
     @classmethod
     def not_found(cls, group: str, resource: str, name: str) -> ApiError:
@@ -118,24 +119,6 @@ class ApiError(Exception):
             name,
             "the object has been modified; please apply your changes to the latest "
             "version and try again",
-        )
-
-    @classmethod
-    def invalid(
-        cls, group: str, kind: str, name: str, field: str, value: Any, why: str
-    ) -> ApiError:
-        qualified_kind = f"{kind}.{group}" if group else kind
-        cause = f"{field}: Invalid value: {_go_quote(value)}: {why}"
-        return cls(
-            422,
-            "Invalid",
-            f'{qualified_kind} "{name}" is invalid: {cause}',
-            details={
-                "name": name,
-                "group": group,
-                "kind": kind,
-                "causes": [{"reason": "FieldValueInvalid", "message": cause, "field": field}],
-            },
         )
 
     @classmethod
@@ -193,8 +176,3 @@ def _details(group: str, resource: str, name: str) -> JsonObject:
         details["group"] = group
     return details
 
-
-def _go_quote(value: Any) -> str:
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return repr(value)

@@ -23,7 +23,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from sandbox.kubeapi import field_errors as fe
 from sandbox.kubeapi.errors import ApiError
+from sandbox.kubeapi.validation import IS_NEGATIVE
 
 __all__ = ["PodLogs", "read_pod_log"]
 
@@ -80,8 +82,7 @@ def _int(params: Mapping[str, str | None], name: str) -> int | None:
     except ValueError:
         raise ApiError.bad_request(f"{name}: invalid value {value!r}: must be an integer") from None
     if number < 0:
-        raise ApiError(422, "Invalid", f"{name}: Invalid value: {number}: must be greater "
-                                       "than or equal to 0")
+        raise ApiError(422, "Invalid", str(fe.invalid(name, number, IS_NEGATIVE)))
     return number
 
 

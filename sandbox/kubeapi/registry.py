@@ -30,8 +30,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sandbox.kubeapi import field_errors as fe
 from sandbox.kubeapi import resources
-from sandbox.kubeapi.errors import ApiError, JsonObject
+from sandbox.kubeapi.errors import JsonObject
 from sandbox.kubeapi.resources import STORED_VERBS, ResourceInfo
 
 __all__ = [
@@ -190,13 +191,8 @@ def check_definition(crd: JsonObject) -> None:
     assert isinstance(names, dict)
     if name == f"{names.get('plural') or ''}.{spec.get('group') or ''}":
         return
-    why = 'must be spec.names.plural+"."+spec.group'
-    cause = f'metadata.name: Invalid value: "{name}": {why}'
-    raise ApiError(422, "Invalid", f'{CRD_KIND}.{CRD_GROUP} "{name}" is invalid: {cause}',
-                   details={"name": name, "group": CRD_GROUP, "kind": CRD_KIND,
-                            "causes": [{"reason": "FieldValueInvalid", "message":
-                                        f'Invalid value: "{name}": {why}',
-                                        "field": "metadata.name"}]})
+    raise fe.invalid_error(CRD_GROUP, CRD_KIND, name, [
+        fe.invalid("metadata.name", name, 'must be spec.names.plural+"."+spec.group')])
 
 
 def accepted_status(crd: JsonObject, now: str) -> JsonObject:

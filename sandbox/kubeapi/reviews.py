@@ -12,6 +12,7 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from sandbox.kubeapi import field_errors as fe
 from sandbox.kubeapi.attributes import RequestAttributes
 from sandbox.kubeapi.authn import UserInfo
 from sandbox.kubeapi.errors import ApiError, JsonObject
@@ -29,7 +30,7 @@ _KINDS = {
 
 
 def _invalid(kind: str, field: str, value: Any, why: str) -> ApiError:
-    return ApiError.invalid(GROUP, kind, "", field, value, why)
+    return fe.invalid_error(GROUP, kind, "", [fe.invalid(field, value, why)])
 
 
 def _attributes(kind: str, spec: Mapping[str, Any]) -> RequestAttributes:

@@ -43,6 +43,7 @@ from urllib.parse import parse_qs, unquote
 
 import yaml
 
+from sandbox.kubeapi import field_errors as fe
 from sandbox.kubeapi import fields, openapi, resources, reviews
 from sandbox.kubeapi.admission import RequestAdmission, WebhookDispatcher
 from sandbox.kubeapi.admission import Target as AdmissionTarget
@@ -263,9 +264,8 @@ class ApiRouter:
             values += [str(v) for v in options["dryRun"]]
         unknown = [v for v in values if v != "All"]
         if unknown:
-            shown = ", ".join(f'"{v}"' for v in unknown)
-            raise ApiError.unprocessable(
-                f'dryRun: Unsupported value: []string{{{shown}}}: supported values: "All"')
+            shown = fe.GoValue("[]string{" + ", ".join(fe.go_quote(v) for v in unknown) + "}")
+            raise ApiError.unprocessable(str(fe.not_supported("dryRun", shown, ["All"])))
         return bool(values)
 
     def _admission(self, request: Request, target: Target, dry_run: bool) -> Admission:

@@ -21,8 +21,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-_NAME_RE = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
-_DNS_SUBDOMAIN_RE = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+from sandbox.kubeapi.validation import (
+    is_dns1123_subdomain,
+    is_qualified_name,
+    is_valid_label_value,
+)
+
 _SPECIAL = "!=(),<>"
 
 EQUALS = "="
@@ -143,9 +147,9 @@ def _is_ident(token: str | None) -> bool:
 def validate_label_key(key: str) -> None:
     """Reject keys that are not ``[prefix/]name`` qualified names."""
     prefix, slash, name = key.rpartition("/")
-    if slash and (not prefix or len(prefix) > 253 or not _DNS_SUBDOMAIN_RE.match(prefix)):
+    if slash and (not prefix or is_dns1123_subdomain(prefix)):
         raise SelectorError(f"invalid label key {key!r}: prefix must be a DNS subdomain")
-    if not name or len(name) > 63 or not _NAME_RE.match(name):
+    if is_qualified_name(name):  # the name part: it holds no "/"
         raise SelectorError(
             f"invalid label key {key!r}: name part must be 63 characters or less, "
             "begin and end with an alphanumeric character and contain only "
@@ -155,7 +159,7 @@ def validate_label_key(key: str) -> None:
 
 def validate_label_value(value: str) -> None:
     """Reject label values the real API refuses (empty is allowed)."""
-    if value and (len(value) > 63 or not _NAME_RE.match(value)):
+    if is_valid_label_value(value):
         raise SelectorError(
             f"invalid label value {value!r}: must be 63 characters or less, begin and end "
             "with an alphanumeric character and contain only alphanumerics, '-', '_' or '.'"

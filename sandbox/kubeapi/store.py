@@ -22,6 +22,10 @@ GKE live here rather than in the HTTP layer:
 * deletion honours finalizers: the object gets ``deletionTimestamp`` and stays
   until an update removes its last finalizer. Deleting a Namespace deletes its
   contents; it stays ``Terminating`` while finalizers hold any of them;
+* names and labels are checked as ``ValidateObjectMeta`` checks them (k8s.io/apimachinery
+  v0.32.0 ``pkg/api/validation/objectmeta.go``): a Namespace's name is an RFC 1123 label,
+  any other an RFC 1123 subdomain, label keys qualified names and label values valid ones,
+  refused with 422 in apimachinery's words (:mod:`sandbox.kubeapi.validation`);
 * namespaced objects need their Namespace (404 ``namespaces "x" not found``,
   403 while it is terminating); a Namespace always carries the label
   ``kubernetes.io/metadata.name`` with its name, as the real API sets it;
@@ -57,7 +61,6 @@ from __future__ import annotations
 import copy
 import logging
 import random
-import re
 import threading
 import uuid
 from collections import deque
@@ -66,6 +69,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple, Protocol
 
 from sandbox.kubeapi import custom_resources, resources
+from sandbox.kubeapi import field_errors as fe
 from sandbox.kubeapi.builtin_validation import check_builtin
 from sandbox.kubeapi.errors import ApiError, JsonObject
 from sandbox.kubeapi.patch import PatchType, apply_patch, apply_patch_body
@@ -77,9 +81,8 @@ from sandbox.kubeapi.selectors import (
     SelectorError,
     parse_field_selector,
     parse_label_selector,
-    validate_label_key,
-    validate_label_value,
 )
+from sandbox.kubeapi.validation import is_dns1123_label, is_dns1123_subdomain, validate_labels
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +95,6 @@ ObjectList = list[JsonObject]
 TypeKeys = list[tuple[str, str]]
 _ContentKeys = list[tuple[str, str, str]]
 
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # what the real API uses
 _SYSTEM_META = ("uid", "creationTimestamp", "deletionTimestamp", "deletionGracePeriodSeconds")
 _NS = ("", "namespaces")
@@ -549,66 +550,32 @@ class ObjectStore:
         return ns
 
     def _validate_name(self, group: str, resource: str, name: Any) -> None:
+        """``ValidateObjectMeta``'s name check: a Namespace's name is an RFC 1123 label,
+        every other name an RFC 1123 subdomain (``NameIsDNSLabel``/``NameIsDNSSubdomain``)."""
         kind = self.kind_of(group, resource)
         if not isinstance(name, str) or not name:
-            raise ApiError(
-                422,
-                "Invalid",
-                f'{kind} "" is invalid: metadata.name: Required value: name or generateName '
-                "is required",
-                details={
-                    "group": group,
-                    "kind": kind,
-                    "causes": [
-                        {
-                            "reason": "FieldValueRequired",
-                            "message": "Required value: name or generateName is required",
-                            "field": "metadata.name",
-                        }
-                    ],
-                },
+            raise fe.invalid_error(
+                group, kind, "", [fe.required("metadata.name", "name or generateName is required")]
             )
-        if (group, resource) == _NS:
-            if len(name) > 63 or not _DNS_LABEL.match(name):
-                raise ApiError.invalid(
-                    group,
-                    kind,
-                    name,
-                    "metadata.name",
-                    name,
-                    "a lowercase RFC 1123 label must consist of lower case alphanumeric "
-                    "characters or '-', and must start and end with an alphanumeric character",
-                )
-        elif len(name) > 253 or not _DNS_SUBDOMAIN.match(name):
-            raise ApiError.invalid(
-                group,
-                kind,
-                name,
-                "metadata.name",
-                name,
-                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric "
-                "characters, '-' or '.', and must start and end with an alphanumeric character",
-            )
+        check = is_dns1123_label if (group, resource) == _NS else is_dns1123_subdomain
+        errors = [fe.invalid("metadata.name", name, message) for message in check(name)]
+        if errors:
+            raise fe.invalid_error(group, kind, name, errors)
 
     def _validate_labels(self, group: str, resource: str, meta: JsonObject) -> None:
+        """``ValidateLabels`` on ``metadata.labels`` (values that are not strings cannot
+        be decoded into one, so they are refused first)."""
         labels = meta.get("labels") or {}
         if not isinstance(labels, dict):
             raise ApiError.bad_request("metadata.labels must be an object")
+        kind, name = self.kind_of(group, resource), str(meta.get("name", ""))
         for key, value in labels.items():
-            try:
-                validate_label_key(key)
-                if not isinstance(value, str):
-                    raise SelectorError(f"label {key!r} must have a string value")
-                validate_label_value(value)
-            except SelectorError as exc:
-                raise ApiError.invalid(
-                    group,
-                    self.kind_of(group, resource),
-                    str(meta.get("name", "")),
-                    "metadata.labels",
-                    value if isinstance(value, str) else str(value),
-                    str(exc),
-                ) from exc
+            if not isinstance(value, str):
+                raise fe.invalid_error(group, kind, name, [fe.invalid(
+                    "metadata.labels", str(value), f"label {key!r} must have a string value")])
+        errors = validate_labels(labels, "metadata.labels")
+        if errors:
+            raise fe.invalid_error(group, kind, name, errors)
 
     def _check_namespace_usable(self, namespace: str, group: str, resource: str, name: str) -> None:
         ns_obj = self._buckets.get(_NS, {}).get(("", namespace))
@@ -725,13 +692,11 @@ class ObjectStore:
         if not meta.get("resourceVersion") and not resources.allows_unconditional_update(
             group, resource
         ):
-            raise ApiError.invalid(
+            raise fe.invalid_error(
                 group,
                 self.kind_of(group, resource),
                 name,
-                "metadata.resourceVersion",
-                0,
-                "must be specified for an update",
+                [fe.invalid("metadata.resourceVersion", 0, "must be specified for an update")],
             )
         try:
             with self._lock:
@@ -802,13 +767,17 @@ class ObjectStore:
                     old_meta.get("finalizers") or []
                 )
                 if added:
-                    raise ApiError.invalid(
+                    raise fe.invalid_error(
                         group,
                         self.kind_of(group, resource),
                         name,
-                        "metadata.finalizers",
-                        sorted(added)[0],
-                        "no new finalizers can be added if the object is being deleted",
+                        [
+                            fe.invalid(
+                                "metadata.finalizers",
+                                sorted(added)[0],
+                                "no new finalizers can be added if the object is being deleted",
+                            )
+                        ],
                     )
             for field in ("apiVersion", "kind"):
                 if not result.get(field) and old.get(field):

@@ -272,6 +272,27 @@ def test_invalid_or_missing_name_answers_422_invalid(jobsets: JobSets, bad_name:
     assert body["details"]["causes"][0]["field"] == "metadata.name"
 
 
+def test_a_bad_name_and_a_bad_label_key_are_refused_in_kube_apiservers_words(
+        core: client.CoreV1Api, namespace: str) -> None:
+    with pytest.raises(client.exceptions.UnprocessableEntityException) as bad_name:
+        core.create_namespaced_pod(namespace, pod("Train"))
+    with pytest.raises(client.exceptions.UnprocessableEntityException) as bad_label:
+        core.create_namespaced_pod(namespace, pod("train", labels={"team/": "ml"}))
+
+    assert status_of(bad_name.value)["message"] == (
+        'Pod "Train" is invalid: metadata.name: Invalid value: "Train": a lowercase RFC 1123 '
+        "subdomain must consist of lower case alphanumeric characters, '-' or '.', and must "
+        "start and end with an alphanumeric character (e.g. 'example.com', regex used for "
+        "validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+    body = status_of(bad_label.value)
+    assert body["message"].startswith(
+        'Pod "train" is invalid: [metadata.labels: Invalid value: "team/": name part must be '
+        'non-empty, metadata.labels: Invalid value: "team/": name part must consist of')
+    assert body["details"]["causes"][0] == {
+        "reason": "FieldValueInvalid", "field": "metadata.labels",
+        "message": 'Invalid value: "team/": name part must be non-empty'}
+
+
 def test_body_namespace_differing_from_the_url_answers_400(jobsets: JobSets) -> None:
     body = jobset("train")
     body["metadata"]["namespace"] = "elsewhere"

@@ -36,18 +36,15 @@ import copy
 import re
 from typing import Any
 
-from sandbox.kubeapi.admission.fielderrors import (
-    GoValue,
-    Path,
-    aggregate,
+from sandbox.kubeapi.admission.review import Denied, Review
+from sandbox.kubeapi.errors import JsonObject
+from sandbox.kubeapi.field_errors import GoValue, Path, aggregate, too_long_max_length
+from sandbox.kubeapi.validation import (
     immutable,
     is_dns1035_label,
     is_dns1123_subdomain,
     is_domain_prefixed_path,
-    too_long_max_length,
 )
-from sandbox.kubeapi.admission.review import Denied, Review
-from sandbox.kubeapi.errors import JsonObject
 
 __all__ = ["default", "validate", "validate_create", "validate_update"]
 

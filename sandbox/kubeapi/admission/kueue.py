@@ -46,28 +46,31 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from sandbox.kubeapi.admission.fielderrors import (
-    IS_NEGATIVE,
+from sandbox.kubeapi.admission.review import Denied, Review
+from sandbox.kubeapi.errors import JsonObject
+from sandbox.kubeapi.field_errors import (
+    OMIT,
     Bare,
     FieldError,
     GoValue,
     Path,
     aggregate,
     duplicate,
-    immutable,
     invalid,
-    is_dns1123_subdomain,
-    is_qualified_name,
-    is_valid_label_value,
     not_found,
     not_supported,
     required,
+)
+from sandbox.kubeapi.validation import (
+    IS_NEGATIVE,
+    immutable,
+    is_dns1123_subdomain,
+    is_qualified_name,
+    is_valid_label_value,
     validate_label_name,
     validate_label_selector,
     validate_labels,
 )
-from sandbox.kubeapi.admission.review import Denied, Review
-from sandbox.kubeapi.errors import JsonObject
 
 __all__ = [
     "default_jobset",
@@ -442,7 +445,7 @@ def jobset_create_errors(obj: JsonObject) -> list[FieldError]:
         where = Path("spec").child("replicatedJobs").at(i).child("template", "metadata",
                                                                    "annotations")
         if REQUIRED_TOPOLOGY in notes and PREFERRED_TOPOLOGY in notes:
-            errors.append(FieldError("FieldValueInvalid", where, detail=(
+            errors.append(FieldError("FieldValueInvalid", where, OMIT, (
                 f'must not contain both "{REQUIRED_TOPOLOGY}" and "{PREFERRED_TOPOLOGY}"')))
         for key in (REQUIRED_TOPOLOGY, PREFERRED_TOPOLOGY):
             if key in notes:

@@ -1,48 +1,39 @@
-"""Field errors and value checks worded as ``k8s.io/apimachinery`` v0.31 words them.
+"""Kubernetes' name, label and selector checks, with their texts.
 
-The webhooks the sandbox ports (JobSet v0.7.2, Kueue v0.10.1) build their refusals
-from apimachinery: ``field.Error`` (``pkg/util/validation/field/errors.go``:
-``<path>: <Type>: <value>: <detail>``), ``ErrorList.ToAggregate()`` (one message,
-or ``[a, b]`` for several, duplicates dropped: ``pkg/util/errors/errors.go``) and the
-checks of ``pkg/util/validation/validation.go`` (``IsDNS1123Subdomain``,
-``IsDNS1035Label``, ``IsQualifiedName``, ``IsValidLabelValue``,
-``IsDomainPrefixedPath``) and ``pkg/apis/meta/v1/validation`` (``ValidateLabels``,
-``ValidateLabelName``, ``ValidateLabelSelector``). This module holds the sandbox's
-own copy of them, with their texts.
-
-How a bad value is printed follows ``ErrorBody``: strings quoted (``%q``), numbers and
-booleans bare, values of Go types with a ``String()`` method (``corev1.ResourceName``)
-bare (:class:`Bare`), structs as Go's ``%#v`` would (:class:`GoValue` carries text the
-caller composed; for large structs the sandbox prints an abbreviation, as Go's
-output there includes pointer addresses no stand-in can reproduce).
+The sandbox's one copy of the checks of ``k8s.io/apimachinery`` v0.32.0 that the API and
+the ported webhooks refuse names and labels with: ``pkg/util/validation/validation.go``
+(``IsDNS1123Label``, ``IsDNS1123Subdomain``, ``IsDNS1035Label``, ``IsQualifiedName``,
+``IsValidLabelValue``, ``IsDomainPrefixedPath``, ``MaxLenError``, ``RegexError``),
+``pkg/apis/meta/v1/validation/validation.go`` (``ValidateLabelName``,
+``ValidateLabels``, ``ValidateLabelSelector`` with the default options) and
+``pkg/api/validation`` (``ValidateImmutableField`` and ``FieldImmutableErrorMsg`` of
+objectmeta.go, ``IsNegativeErrorMsg`` of generic.go). These
+are unchanged between v0.31 (what JobSet v0.7.2 and Kueue v0.10.1 are built with) and
+v0.32 (kube-apiserver 1.32) for everything ported here. The ``Is*`` checks return the
+problems as strings, as Go's do; the ``Validate*`` ones return field errors
+(:mod:`sandbox.kubeapi.field_errors`).
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
+from sandbox.kubeapi.field_errors import FieldError, Path, forbidden, invalid, required
+
 __all__ = [
-    "Bare",
-    "FieldError",
-    "GoValue",
-    "Path",
-    "aggregate",
-    "duplicate",
-    "forbidden",
+    "FIELD_IMMUTABLE",
+    "IS_NEGATIVE",
     "immutable",
-    "invalid",
     "is_dns1035_label",
+    "is_dns1123_label",
     "is_dns1123_subdomain",
+    "is_domain_prefixed_path",
     "is_qualified_name",
     "is_valid_label_value",
-    "not_found",
-    "not_supported",
-    "required",
-    "too_long_max_length",
+    "max_len_error",
+    "regex_error",
     "validate_label_name",
     "validate_label_selector",
     "validate_labels",
@@ -50,140 +41,6 @@ __all__ = [
 
 FIELD_IMMUTABLE = "field is immutable"
 IS_NEGATIVE = "must be greater than or equal to 0"
-
-
-class Bare(str):
-    """A value of a Go type with ``String()``: printed without quotes."""
-
-
-class GoValue(str):
-    """A value printed as the caller composed it (Go's ``%#v`` of a struct)."""
-
-
-class Omit:
-    """``field.OmitValueType{}``: the error names no value."""
-
-
-OMIT = Omit()
-
-
-class Path(str):
-    """A field path: ``Path("spec").child("a").at(0).key("k")`` → ``spec.a[0][k]``."""
-
-    def child(self, *names: str) -> Path:
-        text = str(self)
-        for name in names:
-            text = f"{text}.{name}" if text else name
-        return Path(text)
-
-    def at(self, i: int) -> Path:
-        return Path(f"{self}[{i}]")
-
-    def key(self, k: str) -> Path:
-        return Path(f"{self}[{k}]")
-
-
-_TYPE_TEXT = {
-    "FieldValueNotFound": "Not found",
-    "FieldValueRequired": "Required value",
-    "FieldValueDuplicate": "Duplicate value",
-    "FieldValueInvalid": "Invalid value",
-    "FieldValueNotSupported": "Unsupported value",
-    "FieldValueForbidden": "Forbidden",
-    "FieldValueTooLong": "Too long",
-}
-
-
-def _go_quote(text: str) -> str:
-    return json.dumps(text, ensure_ascii=False)
-
-
-def render_value(value: Any) -> str:
-    """A bad value as ``ErrorBody`` prints it."""
-    if value is None:
-        return "null"
-    if isinstance(value, (Bare, GoValue)):
-        return str(value)
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return str(value)
-    if isinstance(value, str):
-        return _go_quote(value)
-    return GoValue(json.dumps(value, sort_keys=True))
-
-
-@dataclass(frozen=True)
-class FieldError:
-    """One ``field.Error``."""
-
-    type: str
-    field: str
-    value: Any = OMIT
-    detail: str = ""
-
-    def body(self) -> str:
-        text = _TYPE_TEXT[self.type]
-        if self.type not in ("FieldValueRequired", "FieldValueForbidden",
-                             "FieldValueTooLong") and not isinstance(self.value, Omit):
-            text = f"{text}: {render_value(self.value)}"
-        if self.detail:
-            text = f"{text}: {self.detail}"
-        return text
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.body()}"
-
-
-def invalid(path: str, value: Any, detail: str) -> FieldError:
-    return FieldError("FieldValueInvalid", path, value, detail)
-
-
-def required(path: str, detail: str = "") -> FieldError:
-    return FieldError("FieldValueRequired", path, "", detail)
-
-
-def forbidden(path: str, detail: str) -> FieldError:
-    return FieldError("FieldValueForbidden", path, "", detail)
-
-
-def duplicate(path: str, value: Any) -> FieldError:
-    return FieldError("FieldValueDuplicate", path, value)
-
-
-def not_found(path: str, value: Any) -> FieldError:
-    return FieldError("FieldValueNotFound", path, value)
-
-
-def not_supported(path: str, value: Any, valid: Iterable[str]) -> FieldError:
-    choices = ", ".join(_go_quote(v) for v in valid)
-    return FieldError("FieldValueNotSupported", path, value,
-                      f"supported values: {choices}" if choices else "")
-
-
-def too_long_max_length(path: str, value: Any, max_length: int) -> FieldError:
-    return FieldError("FieldValueTooLong", path, value, f"may not be longer than {max_length}")
-
-
-def immutable(path: str, new: Any, old: Any, shown: Any = None) -> list[FieldError]:
-    """``ValidateImmutableField``: an error when ``new`` differs from ``old`` (``shown``
-    is how the new value is printed, when it is not a simple value)."""
-    if new == old:
-        return []
-    return [invalid(path, new if shown is None else shown, FIELD_IMMUTABLE)]
-
-
-def aggregate(errors: Iterable[object]) -> str:
-    """``ErrorList.ToAggregate().Error()``: one message, or ``[a, b]``; "" for none."""
-    messages = list(dict.fromkeys(str(e) for e in errors))
-    if not messages:
-        return ""
-    if len(messages) == 1:
-        return messages[0]
-    return "[" + ", ".join(messages) + "]"
-
-
-# ---------------------------------------------------------------------- string checks
 
 _DNS1123_LABEL = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 _DNS1123_SUBDOMAIN = _DNS1123_LABEL + "(\\." + _DNS1123_LABEL + ")*"
@@ -199,6 +56,8 @@ _QUALIFIED_NAME_MSG = ("must consist of alphanumeric characters, '-', '_' or '.'
 _LABEL_VALUE_MSG = ("a valid label must be an empty string or consist of alphanumeric "
                     "characters, '-', '_' or '.', and must start and end with an alphanumeric "
                     "character")
+_DNS1123_LABEL_MSG = ("a lowercase RFC 1123 label must consist of lower case alphanumeric "
+                      "characters or '-', and must start and end with an alphanumeric character")
 _DNS1123_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case "
                           "alphanumeric characters, '-' or '.', and must start and end with an "
                           "alphanumeric character")
@@ -220,6 +79,21 @@ def regex_error(message: str, pattern: str, *examples: str) -> str:
         return f"{message} (regex used for validation is '{pattern}')"
     shown = " or ".join(f"'{e}', " for e in examples)
     return f"{message} (e.g. {shown}regex used for validation is '{pattern}')"
+
+
+# ---------------------------------------------------------------------- string checks
+
+
+def is_dns1123_label(value: str) -> list[str]:
+    errors = []
+    if len(value) > 63:
+        errors.append(max_len_error(63))
+    if not _matches(_DNS1123_LABEL, value):
+        if _matches(_DNS1123_SUBDOMAIN, value):
+            errors.append("must not contain dots")  # a subdomain, of the right length
+        else:
+            errors.append(regex_error(_DNS1123_LABEL_MSG, _DNS1123_LABEL, "my-name", "123-abc"))
+    return errors
 
 
 def is_dns1123_subdomain(value: str) -> list[str]:
@@ -289,7 +163,16 @@ def is_domain_prefixed_path(path: str, value: str) -> list[FieldError]:
     return errors
 
 
-# ---------------------------------------------------------------------- metav1 validation
+# ---------------------------------------------------------------------- field checks
+
+
+def immutable(path: str, new: Any, old: Any, shown: Any = None) -> list[FieldError]:
+    """``ValidateImmutableField``: an error when ``new`` differs from ``old`` (``shown``
+    is how the new value is printed, when it is not a simple value)."""
+    if new == old:
+        return []
+    return [invalid(path, new if shown is None else shown, FIELD_IMMUTABLE)]
+
 
 def validate_label_name(name: str, path: str) -> list[FieldError]:
     return [invalid(path, name, message) for message in is_qualified_name(name)]
