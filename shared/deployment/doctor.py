@@ -27,7 +27,12 @@ from typing import Any
 from shared.config import AccelopsConfig
 from shared.deployment import system
 from shared.deployment.access import Probe, allowed_by_definition, probes
-from shared.deployment.manifests import PRIORITY_VALUES, cluster_queue_name, identity
+from shared.deployment.manifests import (
+    PREEMPTION,
+    PRIORITY_VALUES,
+    cluster_queue_name,
+    identity,
+)
 from shared.deployment.model import Function, Service
 from shared.errors import AccelopsError
 
@@ -167,6 +172,17 @@ def _kubernetes(expect: Expectations) -> list[Finding]:
             found.append(Finding("kubernetes", False, f"LocalQueue {team.namespace}/{team.queue} "
                                  f"feeds {local['spec'].get('clusterQueue')}, not {wanted}", apply))
         found.append(exists(f"ClusterQueue {wanted}", wanted in queues))
+        preemption = ((queues.get(wanted) or {}).get("spec") or {}).get("preemption") or {}
+        if wanted in queues and preemption.get("withinClusterQueue") != \
+                PREEMPTION["withinClusterQueue"]:
+            # Without it (Kueue's default is Never) a high-priority job waits behind
+            # lower-priority ones instead of preempting them, as the README says it does.
+            found.append(Finding(
+                "kubernetes", False,
+                f"ClusterQueue {wanted} preempts within the queue "
+                f"{preemption.get('withinClusterQueue') or 'Never (unset)'}, not "
+                f"{PREEMPTION['withinClusterQueue']}: higher priorities will not preempt",
+                apply))
         for flavor in _queue_flavors(queues.get(wanted)):
             if flavor not in flavors:
                 found.append(exists(f"ResourceFlavor {flavor} (of {wanted})", False))

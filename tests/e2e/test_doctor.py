@@ -115,6 +115,9 @@ def test_each_thing_broken_on_purpose_is_reported_with_its_fix(sandbox):
     finally:
         subscriber.close()
     bigquery_client(PROJECT).delete_table(f"{PROJECT}.loadtest.rejections")
+    kube.merge_patch(Resource("kueue.x-k8s.io", "v1beta1", "clusterqueues", namespaced=False),
+                     "inference-cluster-queue", None,
+                     {"spec": {"preemption": {"withinClusterQueue": "Never"}}})
 
     code, report = doctor(sandbox)
 
@@ -123,6 +126,8 @@ def test_each_thing_broken_on_purpose_is_reported_with_its_fix(sandbox):
     assert "PROBLEM  LocalQueue research/research-queue is missing" in problems
     assert "PROBLEM  subscription job-requests-submit-job is missing" in problems
     assert "PROBLEM  table loadtest.rejections is missing" in problems
+    assert ("PROBLEM  ClusterQueue inference-cluster-queue preempts within the queue Never, "
+            "not LowerPriority: higher priorities will not preempt") in problems
     assert any("accelops-submit-job@accelops-local.iam.gserviceaccount.com may list pods "
                "cluster-wide, which submit_job does not need" in p for p in problems)
     assert "fix: kubectl apply --server-side -k" in report
