@@ -36,12 +36,13 @@ from shared.deployment.up import (
     terraform,
     terraform_vars,
 )
+from shared.slices.labels import LABEL_MANAGED_BY, MANAGED_BY
 
 __all__ = ["MANAGED_POOLS_FILTER", "down_plan"]
 
-# Node pools reconcile_slices created carry this node label (shared/slices/labels.py);
-# the filter as gcloud reads it (a key with dots and a slash is quoted).
-MANAGED_POOLS_FILTER = 'config.labels."accelops.dev/managed-by"=accelops'
+# Node pools reconcile_slices created carry this node label; the filter as gcloud
+# reads it (a key with dots and a slash is quoted).
+MANAGED_POOLS_FILTER = f'config.labels."{LABEL_MANAGED_BY}"={MANAGED_BY}'
 # The buckets Terraform creates (output `buckets`): the releases bucket is the models
 # bucket unless one of the team's own is named, which is not Terraform's to empty.
 BUCKETS = ("config", "function_source", "models", "sax")
