@@ -33,6 +33,7 @@ from shared.deployment.up import (
     credentials_step,
     init_step,
     kube_env,
+    render_step,
     terraform,
     terraform_vars,
 )
@@ -81,10 +82,8 @@ def down_plan(site: Site, namespaces: Iterable[str], *, controllers: bool = Fals
                            "deletes it once it is up (every minute); run "
                            "`accelops slices reconcile --cleanup-only` again to hurry it"),
              timeout_seconds=60 * 30 + 600),
-        Step("overlay-render", "render the overlay (what up applied)",
-             ("accelops", "manifests", "render", "--config", site.config, "--project",
-              site.project, "--sax-bucket", Output("buckets", ("sax",)), "--out", k.overlay),
-             timeout_seconds=120),
+        render_step(k, site.config, site.project, Output("buckets", ("sax",)),
+                    "render the overlay (what up applied)"),
         Step("overlay-delete", "delete the overlay: team and serving namespaces with "
              "everything in them, queues, RBAC",
              ("kubectl", "delete", "--ignore-not-found", "--wait=true", "--timeout=600s",
