@@ -1,5 +1,5 @@
 """``accelops deploy generate``, ``accelops manifests render`` and ``accelops doctor``;
-``accelops deploy up|down|package`` are registered here from ``deploy_cli``.
+``accelops deploy up|down`` are registered here from ``deploy_cli``.
 
 Kept apart from ``shared/cli.py`` so the everyday commands do not import the
 deployment definition.

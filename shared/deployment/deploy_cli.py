@@ -184,7 +184,8 @@ def _common(parser: argparse.ArgumentParser) -> None:
 def add_deploy_commands(deploy: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     up = deploy.add_parser(
         "up", help="deploy to Google Cloud in order: Terraform's state and foundation, "
-                   "images, function source, the rest, controllers, overlay, doctor")
+                   "images, the rest (the functions built from this checkout), "
+                   "controllers, overlay, doctor")
     _common(up)
     up.add_argument("--builder", choices=["cloudbuild", "docker"], default="cloudbuild",
                     help="build the service images with Cloud Build (default) or a local "

@@ -33,15 +33,17 @@ from shared.deployment.up import (
     credentials_step,
     init_step,
     kube_env,
+    render_step,
     terraform,
     terraform_vars,
 )
+from shared.slices.labels import LABEL_MANAGED_BY, MANAGED_BY
 
 __all__ = ["MANAGED_POOLS_FILTER", "down_plan"]
 
-# Node pools reconcile_slices created carry this node label (shared/slices/labels.py);
-# the filter as gcloud reads it (a key with dots and a slash is quoted).
-MANAGED_POOLS_FILTER = 'config.labels."accelops.dev/managed-by"=accelops'
+# Node pools reconcile_slices created carry this node label; the filter as gcloud
+# reads it (a key with dots and a slash is quoted).
+MANAGED_POOLS_FILTER = f'config.labels."{LABEL_MANAGED_BY}"={MANAGED_BY}'
 # The buckets Terraform creates (output `buckets`): the releases bucket is the models
 # bucket unless one of the team's own is named, which is not Terraform's to empty.
 BUCKETS = ("config", "function_source", "models", "sax")
@@ -80,10 +82,8 @@ def down_plan(site: Site, namespaces: Iterable[str], *, controllers: bool = Fals
                            "deletes it once it is up (every minute); run "
                            "`accelops slices reconcile --cleanup-only` again to hurry it"),
              timeout_seconds=60 * 30 + 600),
-        Step("overlay-render", "render the overlay (what up applied)",
-             ("accelops", "manifests", "render", "--config", site.config, "--project",
-              site.project, "--sax-bucket", Output("buckets", ("sax",)), "--out", k.overlay),
-             timeout_seconds=120),
+        render_step(k, site.config, site.project, Output("buckets", ("sax",)),
+                    "render the overlay (what up applied)"),
         Step("overlay-delete", "delete the overlay: team and serving namespaces with "
              "everything in them, queues, RBAC",
              ("kubectl", "delete", "--ignore-not-found", "--wait=true", "--timeout=600s",

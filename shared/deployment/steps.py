@@ -142,8 +142,9 @@ class Plan:
 
 
 def fingerprint(step: Step) -> str:
-    """Changes whenever the step would run something else (a new source archive, other
-    flags): a recorded step with another fingerprint runs again on resume."""
+    """Changes whenever the step would run something else (other flags, a new commit
+    the images are built from): a recorded step with another fingerprint runs again on
+    resume. Terraform outputs are references here, not their values."""
     return hashlib.sha256(repr(step).encode()).hexdigest()[:16]
 
 

@@ -38,7 +38,7 @@ from shared.deployment import system
 from shared.deployment.steps import Arg, Join, Output, Plan, Probe, Repeat, Step
 
 __all__ = ["CONTROLLERS", "CONTROLLERS_DIR", "WEBHOOKS_NOT_READY", "Kubernetes", "Site",
-           "approval", "credentials_step", "init_step", "kube_env", "sandbox_plan",
+           "approval", "credentials_step", "init_step", "kube_env", "render_step", "sandbox_plan",
            "terraform", "terraform_vars", "up_plan"]
 
 CONTROLLERS_DIR = "manifests/controllers"
@@ -187,6 +187,16 @@ def credentials_step(site: Site) -> Step:
                 env=kube_env(site.kubernetes), timeout_seconds=300)
 
 
+def render_step(k: Kubernetes, config: str, project: str, sax_bucket: Arg | None,
+                title: str = "render the overlay from the team config") -> Step:
+    """``accelops manifests render`` of the team config into ``k.overlay``."""
+    render: tuple[Arg, ...] = ("accelops", "manifests", "render", "--config", config,
+                               "--project", project)
+    if sax_bucket is not None:
+        render += ("--sax-bucket", sax_bucket)
+    return Step("overlay-render", title, (*render, "--out", k.overlay), timeout_seconds=120)
+
+
 def _kubernetes(k: Kubernetes, config: str, project: str,
                 sax_bucket: Arg | None) -> list[Step]:
     """Controllers Available, overlay rendered, webhooks answering, overlay applied."""
@@ -197,14 +207,9 @@ def _kubernetes(k: Kubernetes, config: str, project: str,
                    f"deployment/{deployment}", "-n", namespace),
                   env=env, timeout_seconds=k.controllers_timeout_seconds + 60)
              for name, namespace, deployment in CONTROLLERS]
-    render: tuple[Arg, ...] = ("accelops", "manifests", "render", "--config", config,
-                               "--project", project)
-    if sax_bucket is not None:
-        render += ("--sax-bucket", sax_bucket)
     return [
         *steps,
-        Step("overlay-render", "render the overlay from the team config",
-             (*render, "--out", k.overlay), timeout_seconds=120),
+        render_step(k, config, project, sax_bucket),
         Step("webhooks", "wait until Kueue's and JobSet's webhooks admit the overlay "
              "(a server-side dry run, repeated)",
              ("kubectl", "apply", "--server-side", "--dry-run=server", "-k", k.overlay),

@@ -51,7 +51,7 @@ from shared.jobs.status_model import JobStatus, JobSummary
 from shared.jobs.status_queue import LABEL_JOB_UID
 from shared.kube import JOBSETS, PODS, WORKLOADS, KubeClient, Resource, get_client
 from shared.names import request_key
-from shared.slices.observe import JOBSET_NAME_LABEL
+from shared.slices.labels import JOBSET_NAME_LABEL
 
 __all__ = ["CLUSTER_QUEUES", "LOCAL_QUEUES", "cancel_job", "find_jobset", "job_logs",
            "job_status", "list_jobs", "team_namespaces"]

@@ -70,6 +70,7 @@ from shared.serving.deploy import DeployOutcome, start_rollout
 from shared.serving.ledger import Ledger, Rollout
 from shared.serving.manifest import DeployManifest
 from shared.serving.triton import snapshot_names
+from shared.slices.labels import JOBSET_NAME_LABEL
 from shared.storage import ObjectInfo
 
 if TYPE_CHECKING:
@@ -244,7 +245,7 @@ def _servers_running(kube: KubeClient, config: AccelopsConfig, rollout: Rollout)
         return False
     name = jobsets[0]["metadata"]["name"]
     pods = kube.list(PODS, saxml_namespace(config),
-                     label_selector=f"jobset.sigs.k8s.io/jobset-name={name}")
+                     label_selector=f"{JOBSET_NAME_LABEL}={name}")
     return bool(pods) and all((p.get("status") or {}).get("phase") == "Running" for p in pods)
 
 

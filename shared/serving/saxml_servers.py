@@ -24,13 +24,13 @@ from shared.kube import JOBSETS, PODS, KubeClient
 from shared.log import get_logger
 from shared.serving.ledger import Ledger, Rollout
 from shared.serving.servers import (
-    LABEL_JOBSET_NAME,
     Follow,
     describe_crash,
     follow,
     read_jobset,
     read_pods,
 )
+from shared.slices.labels import JOBSET_NAME_LABEL
 
 __all__ = ["Followed", "follow_servers"]
 
@@ -74,7 +74,7 @@ def follow_servers(kube: KubeClient, ledger: Ledger, config: AccelopsConfig,
     found = [j for j in model_servers(kube, config, rollout)
              if (j.get("metadata") or {}).get("name") == name]
     jobset = read_jobset(found[0]) if found else None
-    pods = read_pods(kube.list(PODS, namespace, label_selector=f"{LABEL_JOBSET_NAME}={name}"),
+    pods = read_pods(kube.list(PODS, namespace, label_selector=f"{JOBSET_NAME_LABEL}={name}"),
                      jobset) if jobset is not None else []
     seen = follow(rollout.servers, name, jobset, pods, now)
     changed = seen.servers != rollout.servers

@@ -40,8 +40,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from shared.slices.labels import JOBSET_NAME_LABEL
+
 __all__ = [
-    "LABEL_JOBSET_NAME",
     "MAX_CRASHES",
     "MAX_LOSSES",
     "MAX_MESSAGE",
@@ -60,7 +61,6 @@ __all__ = [
 MAX_CRASHES = 10
 MAX_LOSSES = 5
 MAX_MESSAGE = 300
-LABEL_JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 
 
 class Crash(BaseModel):
@@ -261,7 +261,7 @@ def read_pods(objects: Iterable[Mapping[str, Any]], jobset: JobSetState) -> list
     pods = []
     for obj in objects:
         meta = obj.get("metadata") or {}
-        if (meta.get("labels") or {}).get(LABEL_JOBSET_NAME) != jobset.name \
+        if (meta.get("labels") or {}).get(JOBSET_NAME_LABEL) != jobset.name \
                 or meta.get("deletionTimestamp"):
             continue
         created = _time(meta.get("creationTimestamp"))

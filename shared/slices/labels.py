@@ -11,6 +11,7 @@ __all__ = [
     "ANNOTATION_CAPACITY",
     "ANNOTATION_PROVISION",
     "ANNOTATION_SLICE_FAILURE",
+    "JOBSET_NAME_LABEL",
     "LABEL_JOBSET",
     "LABEL_JOBSET_NAMESPACE",
     "LABEL_MANAGED_BY",
@@ -25,6 +26,8 @@ LABEL_JOBSET_NAMESPACE = "accelops.dev/jobset-namespace"
 LABEL_SLICE = "accelops.dev/slice"
 LABEL_MANAGED_BY = "accelops.dev/managed-by"
 MANAGED_BY = "accelops"
+# JobSet's own: its controller labels every Job and pod of a JobSet with its name.
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 
 # On a JobSet: "false" opts it out of slice provisioning.
 ANNOTATION_PROVISION = "accelops.dev/provision-slices"

@@ -24,7 +24,8 @@ from shared.config import TeamPolicy
 from shared.jobs.telemetry import JobFacts, job_facts
 from shared.metrics.job_event import Outcome
 from shared.safetext import clean
-from shared.slices.observe import JOBSET_NAME_LABEL, parse_time
+from shared.slices.labels import JOBSET_NAME_LABEL
+from shared.slices.observe import parse_time
 
 __all__ = ["KUEUE_JOB_UID_LABEL", "JobState", "job_states", "pod_started_at", "running_at"]
 

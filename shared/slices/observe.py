@@ -19,6 +19,7 @@ from shared.jobs.render import ANNOTATION_TPU_TYPE
 from shared.slices.labels import (
     ANNOTATION_CAPACITY,
     ANNOTATION_PROVISION,
+    JOBSET_NAME_LABEL,
     LABEL_JOBSET,
     LABEL_JOBSET_NAMESPACE,
     LABEL_SLICE,
@@ -26,9 +27,8 @@ from shared.slices.labels import (
 from shared.slices.model import JobSetView, Observed, PoolView
 from shared.tpu import TpuShape, lookup, shape_for
 
-__all__ = ["build_observed", "finished_at", "parse_time"]
+__all__ = ["JOBSET_NAME_LABEL", "build_observed", "finished_at", "parse_time"]
 
-JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"

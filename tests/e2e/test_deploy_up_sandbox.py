@@ -26,14 +26,13 @@ import pytest
 from sandbox.cluster.managers import ANNOTATION_UNREADY
 from sandbox.provision import kubectl
 from shared.deployment.up import CONTROLLERS
-from shared.kube import Resource, get_client, reset_client
+from shared.jobs.lookup import LOCAL_QUEUES
+from shared.kube import DEPLOYMENTS, get_client, reset_client
 from tests.e2e.conftest import wait_for
 
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
-DEPLOYMENTS = Resource("apps", "v1", "deployments")
-LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta1", "localqueues")
 
 
 @pytest.fixture(scope="module")

@@ -259,6 +259,7 @@ def test_down_waits_until_no_pool_accelops_created_is_left():
     assert dict(cleanup.env)["ACCELOPS_CLUSTER"] == Output("cluster", ("name",))
     gone = step(plan, "slices-gone")
     assert f"--filter={MANAGED_POOLS_FILTER}" in gone.argv
+    assert MANAGED_POOLS_FILTER == 'config.labels."accelops.dev/managed-by"=accelops'
     assert gone.repeat is not None
     assert re.search(gone.repeat.pattern, "tpu-pool-1 RUNNING")
     assert not re.search(gone.repeat.pattern, "")
