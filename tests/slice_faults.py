@@ -1,7 +1,6 @@
 """GKE faults on a running sandbox, what its GKE API recorded, and reconcile_slices'
-backoff schedule: shared by the slices e2e tests and the slices benchmark. Node
-disruptions (a Spot VM preempted, a maintenance event on a slice) are injected the same
-way: :func:`preempt`, :func:`maintenance`.
+backoff schedule: shared by the slices e2e tests and the slices benchmark. A Spot
+VM's preemption is injected the same way: :func:`preempt`.
 
 Counts come from the sandbox GKE API's own records (every Container API request with
 the simulated time it arrived, every operation with its simulated start and end), read
@@ -20,7 +19,7 @@ from sandbox.runner import Sandbox
 from shared.config import SliceConfig
 
 __all__ = ["SANDBOX_DELAYS", "attempts_of", "backoff_delay", "busy_attempts", "control",
-           "create_requests", "maintenance", "operations", "preempt", "reconcile_runs",
+           "create_requests", "operations", "preempt", "reconcile_runs",
            "stockout_attempts"]
 
 _POOLS = "/nodePools"
@@ -45,15 +44,6 @@ def preempt(sandbox: Sandbox, pool: str, node: str | None = None,
     body: dict[str, Any] = {"kind": "preemption", "pool": pool}
     if node is not None:
         body["node"] = node
-    if for_seconds is not None:
-        body["for_seconds"] = for_seconds
-    return dict(control(sandbox, "faults", body)["disruption"])
-
-
-def maintenance(sandbox: Sandbox, pool: str, for_seconds: float | None = None
-                ) -> dict[str, Any]:
-    """A host maintenance event on every VM of ``pool``; returns the disruption."""
-    body: dict[str, Any] = {"kind": "maintenance", "pool": pool}
     if for_seconds is not None:
         body["for_seconds"] = for_seconds
     return dict(control(sandbox, "faults", body)["disruption"])

@@ -27,6 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from sandbox.cluster.objects import LABEL_REPLICATED_JOB, labels_of, name_of
+
 __all__ = [
     "FAIL_JOBSET",
     "RESTART_JOBSET",
@@ -38,8 +40,6 @@ __all__ = [
 FAIL_JOBSET = "FailJobSet"
 RESTART_JOBSET = "RestartJobSet"
 RESTART_JOBSET_IGNORE_MAX = "RestartJobSetAndIgnoreMaxRestarts"
-
-LABEL_REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
 
 FAILED_JOBS = ("FailedJobs", "jobset failed due to one or more job failures")
 REACHED_MAX_RESTARTS = ("ReachedMaxRestarts",
@@ -79,10 +79,6 @@ def _failed_at(job: Mapping[str, Any]) -> str:
     return str((_failed_condition(job) or {}).get("lastTransitionTime") or "")
 
 
-def _name(job: Mapping[str, Any]) -> str:
-    return str((job.get("metadata") or {}).get("name", ""))
-
-
 def _first_failed(jobs: Sequence[Mapping[str, Any]]) -> Mapping[str, Any] | None:
     first: Mapping[str, Any] | None = None
     for job in jobs:
@@ -97,7 +93,7 @@ def _applies(rule: Mapping[str, Any], job: Mapping[str, Any]) -> bool:
     reason = str((_failed_condition(job) or {}).get("reason") or "")
     if reasons and reason not in reasons:
         return False
-    replicated = ((job.get("metadata") or {}).get("labels") or {}).get(LABEL_REPLICATED_JOB)
+    replicated = labels_of(job).get(LABEL_REPLICATED_JOB)
     if not replicated:
         return False
     targets = list(rule.get("targetReplicatedJobs") or [])
@@ -118,15 +114,15 @@ def decide_failure(jobset: Mapping[str, Any],
     if first is None:
         return None
     if policy is None:
-        reason, message = _with_job(FAILED_JOBS, _name(first))
-        return FailureDecision(_name(first), True, False, reason, message)
+        reason, message = _with_job(FAILED_JOBS, name_of(first))
+        return FailureDecision(name_of(first), True, False, reason, message)
     action, matched = RESTART_JOBSET, first
     for rule in policy.get("rules") or []:
         candidate = _first_failed([job for job in failed if _applies(rule, job)])
         if candidate is not None:
             action, matched = str(rule.get("action")), candidate
             break
-    name = _name(matched)
+    name = name_of(matched)
     if action == FAIL_JOBSET:
         return FailureDecision(name, True, False, *_with_job(_ACTION_WORDS[action], name))
     if action == RESTART_JOBSET_IGNORE_MAX:

@@ -91,6 +91,7 @@ from sandbox.cluster.objects import (
     parse_timestamp,
     patch_quietly,
     record_event,
+    replace_status,
     timestamp,
     uid_of,
 )
@@ -110,7 +111,7 @@ from sandbox.cluster.workloads import (
     pod_sets,
     workload_name,
 )
-from sandbox.kubeapi import ApiError, ObjectStore
+from sandbox.kubeapi import ObjectStore
 
 __all__ = [
     "KueueController",
@@ -325,10 +326,11 @@ class KueueController:
                                local_queues: Mapping[tuple[str, str], Obj], tally: Tally) -> None:
         now = timestamp(self.clock)
         for queue in queues.values():
-            self._write_status(CLUSTER_QUEUES, queue.obj,
-                               cluster_queue_status(queue, tally, now))
+            replace_status(self.store, CLUSTER_QUEUES, queue.obj,
+                           cluster_queue_status(queue, tally, now))
         for key, lq in local_queues.items():
-            self._write_status(LOCAL_QUEUES, lq, local_queue_status(lq, key, queues, tally, now))
+            replace_status(self.store, LOCAL_QUEUES, lq,
+                           local_queue_status(lq, key, queues, tally, now))
 
     def _release(self, objects: list[Obj]) -> None:
         """Remove the resource-in-use finalizer, which lets a delete finish."""
@@ -336,17 +338,6 @@ class KueueController:
             key = CLUSTER_QUEUES if obj.get("kind") == "ClusterQueue" else RESOURCE_FLAVORS
             rest = [f for f in meta(obj).get("finalizers") or [] if f != RESOURCE_IN_USE]
             patch_quietly(self.store, key, obj, {"metadata": {"finalizers": rest or None}})
-
-    def _write_status(self, key: tuple[str, str], obj: Obj, status: Obj) -> None:
-        if status == (obj.get("status") or {}):
-            return
-        updated = dict(obj)
-        updated["status"] = status
-        try:
-            self.store.update_status(*key, updated, namespace=namespace_of(obj) or None)
-        except ApiError as exc:
-            if exc.code not in (404, 409):
-                raise
 
 
 def _queued_since(workload: Obj) -> float:

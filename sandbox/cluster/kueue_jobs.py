@@ -45,6 +45,7 @@ from sandbox.cluster.objects import (
     namespace_of,
     patch_quietly,
     record_event,
+    replace_status,
     timestamp,
     uid_of,
 )
@@ -199,14 +200,4 @@ class JobReconciler:
     def put_status(self, workload: Obj, status: Obj) -> Obj | None:
         """Replace the Workload's status: the Workload as stored (itself when nothing
         changed), None when it changed meanwhile or is gone."""
-        if status == (workload.get("status") or {}):
-            return workload
-        patched = dict(workload)
-        patched["status"] = status
-        try:
-            return self.store.update_status(*WORKLOADS, patched,
-                                            namespace=namespace_of(workload))
-        except ApiError as exc:
-            if exc.code in (404, 409):
-                return None
-            raise
+        return replace_status(self.store, WORKLOADS, workload, status)

@@ -50,6 +50,7 @@ from sandbox.cluster.objects import (
     name_of,
     namespace_of,
     parse_timestamp,
+    replace_status,
     timestamp,
     uid_of,
 )
@@ -185,14 +186,7 @@ class ControllerManagers:
                       "unavailableReplicas": replicas}
         status: Obj = {"observedGeneration": int(meta(deployment).get("generation") or 1),
                        **{k: v for k, v in counts.items() if v}, "conditions": conditions}
-        if status == current:
-            return
-        try:
-            self.store.update_status(*DEPLOYMENTS, {**deployment, "status": status},
-                                     namespace=namespace_of(deployment))
-        except ApiError as exc:
-            if exc.code not in (404, 409):  # gone, or changed meanwhile: the next pass
-                raise
+        replace_status(self.store, DEPLOYMENTS, deployment, status)
 
     def _endpoints(self, service: Obj, deployment: Obj, ready: bool) -> None:
         address = {"ip": _pod_ip(deployment),

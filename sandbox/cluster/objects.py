@@ -1,8 +1,9 @@
 """Shared vocabulary of the cluster simulation: resource keys, well-known labels,
 quantities, conditions, owner references, events and timestamps.
 
-Everything here is pure (no store access) except :func:`record_event` and
-:func:`delete_quietly`, which write through an :class:`ObjectStore`.
+Everything here is pure (no store access) except the writes at the end
+(:func:`delete_quietly`, :func:`patch_quietly`, :func:`replace_status`,
+:func:`record_event`), which go through an :class:`ObjectStore`.
 """
 
 from __future__ import annotations
@@ -322,6 +323,21 @@ def patch_quietly(store: ObjectStore, key: ResourceKey, obj: Mapping[str, Any], 
     except ApiError as exc:
         if exc.code != 404:
             raise
+
+
+def replace_status(store: ObjectStore, key: ResourceKey, obj: Obj, status: Obj) -> Obj | None:
+    """Replace an object's ``status`` (an update of ``/status`` at the object's
+    resourceVersion): the object as stored (``obj`` itself when the status is unchanged),
+    None when it is gone or changed meanwhile, which the next pass sees as it is then."""
+    if status == (obj.get("status") or {}):
+        return obj
+    try:
+        return store.update_status(key[0], key[1], {**obj, "status": status},
+                                   namespace=namespace_of(obj) or None)
+    except ApiError as exc:
+        if exc.code in (404, 409):
+            return None
+        raise
 
 
 def record_event(

@@ -98,9 +98,13 @@ class ServiceController:
         self._proxies: dict[tuple[str, int], ServiceProxy] = {}
 
     def reconcile(self) -> None:
-        everything = self.store.list(*SERVICES)
-        skipped = [s for s in everything if self._skip(s)]
-        services = [s for s in everything if _proxied(s) and not self._skip(s)]
+        skipped: list[Obj] = []
+        services: list[Obj] = []
+        for service in self.store.list(*SERVICES):
+            if self._skip(service):
+                skipped.append(service)
+            elif _proxied(service):
+                services.append(service)
         pods: dict[str, list[Obj]] = {}
         for pod in self.store.list(*PODS):
             if (pod.get("spec") or {}).get("nodeName") and not pod_terminated(pod):

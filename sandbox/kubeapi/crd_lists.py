@@ -64,9 +64,6 @@ def _repeats(items: list[Any]) -> list[int]:
     return repeats
 
 
-_UNSPECIFIED = object()
-
-
 def _map_list(schema: Schema, items: list[Any], path: str) -> list[FieldError]:
     for index, item in enumerate(items):
         if item is not None and not isinstance(item, dict):

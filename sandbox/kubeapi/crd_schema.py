@@ -17,6 +17,7 @@ compiles any CRD document, so a CRD applied at run time can be served the same w
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 from collections.abc import Mapping
@@ -35,6 +36,7 @@ __all__ = [
     "CrdVersion",
     "Schema",
     "compile_crd",
+    "crd_document",
     "crd_for_kind",
     "crd_for_resource",
     "crds",
@@ -264,9 +266,25 @@ def _end_anchors(pattern: str) -> str:
 
 # ----------------------------------------------------------------------------- registry
 
+_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the JobSet CRD is 700 kB
 _lock = threading.Lock()
 _by_kind: dict[tuple[str, str], Crd] = {}
 _by_resource: dict[tuple[str, str], Crd] = {}
+
+
+@functools.cache
+def _parsed(path: Path) -> dict[str, Any]:
+    documents = [d for d in yaml.load_all(path.read_text(encoding="utf-8"), Loader=_Loader) if d]
+    if len(documents) != 1 or documents[0].get("kind") != "CustomResourceDefinition":
+        raise ValueError(f"{path} is not one CustomResourceDefinition")
+    document: dict[str, Any] = documents[0]
+    return document
+
+
+def crd_document(path: Path) -> dict[str, Any]:
+    """One CRD file as parsed YAML, parsed once per process and shared: callers must not
+    change it (:func:`sandbox.kubeapi.crdfiles.load_crd` hands out copies)."""
+    return _parsed(path.resolve())
 
 
 def load() -> None:
@@ -277,9 +295,8 @@ def load() -> None:
     with _lock:
         if _by_kind:
             return
-        loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
         for path in sorted(CRD_DIRECTORY.glob("*.yaml")):
-            crd = compile_crd(yaml.load(path.read_text(), Loader=loader))  # noqa: S506 - safe loader
+            crd = compile_crd(crd_document(path))
             _by_kind[(crd.group, crd.kind)] = crd
             _by_resource[(crd.group, crd.plural)] = crd
 

@@ -13,31 +13,25 @@ into a store, for tests that start a bare Kubernetes API and need the kinds serv
 from __future__ import annotations
 
 import copy
-import functools
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
-import yaml
-
+from sandbox.kubeapi.crd_schema import CRD_DIRECTORY, crd_document
 from sandbox.kubeapi.errors import ApiError, JsonObject
 from sandbox.kubeapi.registry import CRD_GROUP, CRD_RESOURCE, accepted_status
 from sandbox.kubeapi.store import ObjectStore
 
-__all__ = ["CRD_DIR", "controller_crd_files", "crd_files", "gke_crd_files", "install_crds",
+__all__ = ["CRD_DIRECTORY", "controller_crd_files", "crd_files", "gke_crd_files", "install_crds",
            "load_crd"]
 
-CRD_DIR = Path(__file__).resolve().parent / "crds"
 CONTROLLER_GROUPS = ("jobset.x-k8s.io", "kueue.x-k8s.io")
 GKE_GROUPS = ("monitoring.googleapis.com",)
-
-_Loader: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the JobSet CRD is 700 kB
 
 
 def crd_files(groups: Iterable[str] | None = None) -> list[Path]:
     """The CRD files of ``groups`` (all of them when None), by name."""
     wanted = None if groups is None else tuple(groups)
-    return sorted(path for path in CRD_DIR.glob("*.yaml")
+    return sorted(path for path in CRD_DIRECTORY.glob("*.yaml")
                   if wanted is None or path.name.split("_", 1)[0] in wanted)
 
 
@@ -51,18 +45,10 @@ def gke_crd_files() -> list[Path]:
     return crd_files(GKE_GROUPS)
 
 
-@functools.cache
-def _parsed(path: Path) -> JsonObject:
-    documents = [d for d in yaml.load_all(path.read_text(encoding="utf-8"), Loader=_Loader) if d]
-    if len(documents) != 1 or documents[0].get("kind") != "CustomResourceDefinition":
-        raise ValueError(f"{path} is not one CustomResourceDefinition")
-    document: JsonObject = documents[0]
-    return document
-
-
 def load_crd(path: Path) -> JsonObject:
-    """One CRD file as an object (parsed once per process)."""
-    return copy.deepcopy(_parsed(path.resolve()))
+    """One CRD file as an object of its own (the file is parsed once per process, for
+    this and for the schemas of :mod:`sandbox.kubeapi.crd_schema`)."""
+    return copy.deepcopy(crd_document(path))
 
 
 def install_crds(store: ObjectStore, files: Iterable[Path] | None = None) -> list[str]:

@@ -198,18 +198,6 @@ def guess_kind(resource: str) -> str:
     return singular[:1].upper() + singular[1:]
 
 
-def kind_for(group: str, resource: str) -> str | None:
-    """The tabled Kind for a resource, or None when it is not tabled."""
-    info = known(group, resource)
-    return info.kind if info else None
-
-
-def is_namespaced(group: str, resource: str) -> bool | None:
-    """True/False for tabled resources, None when the URL must decide."""
-    info = known(group, resource)
-    return info.namespaced if info else None
-
-
 def returns_deleted_object(group: str, resource: str) -> bool:
     """Whether DELETE answers with the object (pods, namespaces, custom resources) or a Status."""
     if group == "" and resource in ("pods", "namespaces"):

@@ -26,7 +26,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
 
 from sandbox.kubeapi.errors import JsonObject, status_body
 from sandbox.kubeapi.selectors import FieldSelector, LabelSelector
@@ -185,7 +184,3 @@ def timeout_of(value: str | None) -> float:
     except ValueError:
         seconds = 0.0
     return seconds if seconds > 0 else float(DEFAULT_TIMEOUT_SECONDS)
-
-
-def parse_bool(value: Any) -> bool:
-    return str(value or "").lower() in ("true", "1")

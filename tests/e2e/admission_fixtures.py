@@ -13,32 +13,17 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubernetes import client, config
 
 from sandbox.clock import SimClock
 from sandbox.cluster.managers import ControllerManagers
 from sandbox.kubeapi import KubeApiServer, ObjectStore, install_crds, start_kube_api
 from sandbox.kubeapi.crdfiles import controller_crd_files, gke_crd_files
-from sandbox.provision import CONTROLLERS_DIR
+from tests.controller_manifests import store_controller_manifests
 
 KUEUE = ("kueue.x-k8s.io", "v1beta1")
 JOBSET = ("jobset.x-k8s.io", "v1alpha2")
 NAMESPACE = "research"
-
-_PLURALS = {"Namespace": ("", "namespaces"), "ServiceAccount": ("", "serviceaccounts"),
-            "ConfigMap": ("", "configmaps"), "Secret": ("", "secrets"),
-            "Service": ("", "services"), "Deployment": ("apps", "deployments"),
-            "MutatingWebhookConfiguration": ("admissionregistration.k8s.io",
-                                             "mutatingwebhookconfigurations"),
-            "ValidatingWebhookConfiguration": ("admissionregistration.k8s.io",
-                                               "validatingwebhookconfigurations")}
-
-
-def controller_manifests() -> list[dict[str, Any]]:
-    """The stand-in release manifests (without the CRDs)."""
-    return [doc for path in sorted(CONTROLLERS_DIR.glob("*.yaml"))
-            for doc in yaml.safe_load_all(path.read_text()) if doc]
 
 
 class ControllersCluster:
@@ -60,9 +45,7 @@ class ControllersCluster:
     def install(self) -> None:
         """What ``kubectl apply -k manifests/controllers`` creates."""
         install_crds(self.store, controller_crd_files())
-        for doc in controller_manifests():
-            group, plural = _PLURALS[doc["kind"]]
-            self.store.create(group, plural, doc)
+        store_controller_manifests(self.store)
         self.managers.reconcile()
 
     def start_controllers(self) -> None:

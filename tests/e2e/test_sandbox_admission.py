@@ -19,7 +19,7 @@ import yaml
 from kubernetes import client
 
 from sandbox.kubeapi import install_crds, start_kube_api
-from sandbox.kubeapi.crdfiles import CRD_DIR, load_crd
+from sandbox.kubeapi.crdfiles import CRD_DIRECTORY, load_crd
 from sandbox.provision import KubectlError, install_controllers, wait_for_controllers
 from tests.e2e.admission_fixtures import KUEUE, ControllersCluster, cluster_queue
 from tests.e2e.kubeapi_auth_fixtures import KUBECTL, needs_kubectl
@@ -99,7 +99,7 @@ def test_discovery_lists_kueue_kinds_only_once_their_crds_are_installed(
                        "-o", "name", check=True).stdout
 
     before = kueue_resources()
-    install_crds(bare.store, [CRD_DIR / "kueue.x-k8s.io_clusterqueues.yaml"])
+    install_crds(bare.store, [CRD_DIRECTORY / "kueue.x-k8s.io_clusterqueues.yaml"])
 
     assert before == ""
     assert kueue_resources().split() == ["clusterqueues.kueue.x-k8s.io"]
@@ -107,7 +107,7 @@ def test_discovery_lists_kueue_kinds_only_once_their_crds_are_installed(
 
 def test_a_crd_serves_its_kind_with_the_scope_and_short_names_it_declares(
         bare: ControllersCluster) -> None:
-    install_crds(bare.store, [CRD_DIR / "kueue.x-k8s.io_localqueues.yaml"])
+    install_crds(bare.store, [CRD_DIRECTORY / "kueue.x-k8s.io_localqueues.yaml"])
     bare.namespace()
 
     resources = client.CustomObjectsApi(bare.api).get_api_resources(*KUEUE).resources
@@ -119,7 +119,7 @@ def test_a_crd_serves_its_kind_with_the_scope_and_short_names_it_declares(
 
 def test_a_crd_not_named_plural_dot_group_is_refused_as_apiextensions_refuses_it(
         bare: ControllersCluster) -> None:
-    crd = load_crd(CRD_DIR / "kueue.x-k8s.io_clusterqueues.yaml")
+    crd = load_crd(CRD_DIRECTORY / "kueue.x-k8s.io_clusterqueues.yaml")
     crd["metadata"]["name"] = "queues.kueue.x-k8s.io"
 
     with pytest.raises(client.ApiException) as caught:
@@ -134,7 +134,7 @@ def test_a_crd_not_named_plural_dot_group_is_refused_as_apiextensions_refuses_it
 
 
 def test_a_crd_created_through_the_api_is_established(bare: ControllersCluster) -> None:
-    crd = load_crd(CRD_DIR / "kueue.x-k8s.io_resourceflavors.yaml")
+    crd = load_crd(CRD_DIRECTORY / "kueue.x-k8s.io_resourceflavors.yaml")
 
     created = client.ApiextensionsV1Api(bare.api).create_custom_resource_definition(crd)
 

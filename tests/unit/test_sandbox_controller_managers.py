@@ -11,30 +11,15 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-import yaml
 
 from sandbox.clock import SimClock
 from sandbox.cluster import Simulation
 from sandbox.cluster.__main__ import parse_args
 from sandbox.cluster.managers import ANNOTATION_UNREADY, DEFAULT_START_SECONDS
 from sandbox.kubeapi import ObjectStore
-from sandbox.provision import CONTROLLERS_DIR
+from tests.controller_manifests import store_controller_manifests
 
 START = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
-PLURALS = {"Namespace": ("", "namespaces"), "ServiceAccount": ("", "serviceaccounts"),
-           "ConfigMap": ("", "configmaps"), "Secret": ("", "secrets"),
-           "Service": ("", "services"), "Deployment": ("apps", "deployments"),
-           "MutatingWebhookConfiguration": ("admissionregistration.k8s.io",
-                                            "mutatingwebhookconfigurations"),
-           "ValidatingWebhookConfiguration": ("admissionregistration.k8s.io",
-                                              "validatingwebhookconfigurations")}
-
-
-def install(store: ObjectStore) -> None:
-    for path in sorted(CONTROLLERS_DIR.glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if doc:
-                store.create(*PLURALS[doc["kind"]], doc)
 
 
 def available(store: ObjectStore, namespace: str, name: str) -> str:
@@ -55,7 +40,7 @@ def clock() -> SimClock:
 @pytest.fixture
 def cluster(clock: SimClock) -> Simulation:
     store = ObjectStore(clock=clock)
-    install(store)
+    store_controller_manifests(store)
     simulation = Simulation(store, clock)
     simulation.settle()
     return simulation
@@ -111,7 +96,7 @@ def test_the_deployment_controller_makes_no_replica_sets_for_the_managers(
 
 def test_managers_installed_before_a_restart_are_ready_at_once(clock: SimClock) -> None:
     store = ObjectStore(clock=clock)
-    install(store)
+    store_controller_manifests(store)
     clock.advance(3600)
     restored = ObjectStore(clock=clock)
     restored.restore(store.snapshot())

@@ -14,12 +14,12 @@ from sandbox.clock import SimClock
 from sandbox.cluster import Simulation
 from sandbox.gke import GkeError, GkeState
 from sandbox.kubeapi import ObjectStore
+from tests.unit import test_sandbox_cluster as cluster_tests
 from tests.unit.test_sandbox_cluster import (
     CLUSTER,
     LOCATION,
     NAMESPACE,
     PROJECT,
-    START,
     add_queue,
     condition,
     is_true,
@@ -33,16 +33,9 @@ from tests.unit.test_sandbox_cluster import (
 SHUTDOWN = "Pod was terminated in response to imminent node shutdown."
 
 
-@pytest.fixture
-def clock() -> SimClock:
-    return SimClock(speed=1e-6, start=START)
-
-
-@pytest.fixture
-def store(clock: SimClock) -> ObjectStore:
-    store = ObjectStore(clock=clock)
-    store.create("", "namespaces", {"metadata": {"name": NAMESPACE}})
-    return store
+# test_sandbox_cluster.py's fixtures: a clock that moves only when a test advances it,
+# a store with the team's namespace.
+clock, store = cluster_tests.clock, cluster_tests.store
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ their status, the way a kubelet reports it, so each rule is seen in isolation.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -19,25 +18,18 @@ from sandbox.cluster.jobs import JobController
 from sandbox.cluster.jobset import JobSetController
 from sandbox.cluster.podfailure import match_pod_failure_policy, past_backoff_limit_on_failure
 from sandbox.kubeapi import ApiError, ObjectStore
+from tests.unit import test_sandbox_cluster as cluster_tests
+from tests.unit.test_sandbox_cluster import NAMESPACE
 
-NAMESPACE = "research"
-START = datetime(2026, 11, 21, 8, 0, tzinfo=UTC)
 JOBS = ("batch", "jobs")
 JOBSETS = ("jobset.x-k8s.io", "jobsets")
 DISRUPTION_RULE: dict[str, Any] = {
     "action": "FailJob", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
 
 
-@pytest.fixture
-def clock() -> SimClock:
-    return SimClock(speed=1e-6, start=START)
-
-
-@pytest.fixture
-def store(clock: SimClock) -> ObjectStore:
-    store = ObjectStore(clock=clock)
-    store.create("", "namespaces", {"metadata": {"name": NAMESPACE}})
-    return store
+# test_sandbox_cluster.py's fixtures: a clock that moves only when a test advances it,
+# a store with the team's namespace.
+clock, store = cluster_tests.clock, cluster_tests.store
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from sandbox.kubeapi import ObjectStore, install_crds
-from sandbox.kubeapi.crdfiles import CRD_DIR, controller_crd_files, gke_crd_files, load_crd
+from sandbox.kubeapi.crdfiles import CRD_DIRECTORY, controller_crd_files, gke_crd_files, load_crd
 from sandbox.kubeapi.registry import version_priority
 
 
@@ -23,7 +23,7 @@ def test_a_store_without_crds_serves_no_custom_type() -> None:
 
 def test_a_stored_crd_gives_its_kind_scope_and_served_versions() -> None:
     store = ObjectStore()
-    install_crds(store, [CRD_DIR / "jobset.x-k8s.io_jobsets.yaml"])
+    install_crds(store, [CRD_DIRECTORY / "jobset.x-k8s.io_jobsets.yaml"])
 
     custom = store.types.custom("jobset.x-k8s.io", "jobsets")
 
@@ -37,7 +37,7 @@ def test_a_stored_crd_gives_its_kind_scope_and_served_versions() -> None:
 
 def test_a_deleted_crd_stops_its_kind_from_being_served() -> None:
     store = ObjectStore()
-    install_crds(store, [CRD_DIR / "kueue.x-k8s.io_clusterqueues.yaml"])
+    install_crds(store, [CRD_DIRECTORY / "kueue.x-k8s.io_clusterqueues.yaml"])
     served = store.types.serves("kueue.x-k8s.io", "v1beta1", "clusterqueues")
 
     store.delete("apiextensions.k8s.io", "customresourcedefinitions",

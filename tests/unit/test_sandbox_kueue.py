@@ -3,7 +3,7 @@
 Priority classes that must exist, ClusterQueues inactive without their
 ResourceFlavors, ``namespaceSelector``, and preemption within a ClusterQueue (the
 JobSet of a preempted Workload suspended, re-queued, admitted again). The
-builders are those of ``test_sandbox_cluster.py``.
+builders and fixtures are those of ``test_sandbox_cluster.py``.
 """
 
 from __future__ import annotations
@@ -13,18 +13,15 @@ from typing import Any
 
 import pytest
 
-from sandbox.clock import SimClock
-from sandbox.cluster import Simulation
 from sandbox.cluster.clusterqueues import namespace_matches
 from sandbox.cluster.preemption import LOWER_PRIORITY, NEVER, Holder, targets
 from sandbox.kubeapi import ObjectStore
+from tests.unit import test_sandbox_cluster as cluster_tests
 from tests.unit.test_sandbox_cluster import (
     ACCELERATOR,
-    CLUSTER,
     KUEUE,
     NAMESPACE,
     QUEUE,
-    START,
     V5E,
     add_flavor,
     add_pools,
@@ -42,22 +39,9 @@ from tests.unit.test_sandbox_cluster import (
     workload_of,
 )
 
-
-@pytest.fixture
-def clock() -> SimClock:
-    return SimClock(speed=1e-6, start=START)  # moves only when a test advances it
-
-
-@pytest.fixture
-def store(clock: SimClock) -> ObjectStore:
-    store = ObjectStore(clock=clock)
-    store.create("", "namespaces", {"metadata": {"name": NAMESPACE}})
-    return store
-
-
-@pytest.fixture
-def sim(store: ObjectStore, clock: SimClock) -> Simulation:
-    return Simulation(store, clock, cluster=CLUSTER)
+# test_sandbox_cluster.py's fixtures: a clock that moves only when a test advances it,
+# a store with the team's namespace and the simulation on them.
+clock, store, sim = cluster_tests.clock, cluster_tests.store, cluster_tests.sim
 
 
 PREEMPTED = ("Preempted to accommodate a workload (UID: {}) due to prioritization in the "
