@@ -11,8 +11,10 @@ nothing to do.
 
 The CRDs are the YAML files in ``crds/`` beside this module, copied from upstream at the
 pinned versions (``crds/SOURCES.md`` names each source and its sha256). They are parsed
-on first use, or at server start (:func:`load`), and never re-read. :func:`compile_crd`
-compiles any CRD document, so a CRD applied at run time can be served the same way.
+on first use, or at server start (:func:`load`), and never re-read. Objects of these kinds
+are validated against these copies, whatever CRD object of the same name the API holds:
+a CRD applied at run time with another schema is served (discovery, storage) but not
+validated by its own schema (:func:`compile_crd` would compile it; nothing does yet).
 """
 
 from __future__ import annotations
