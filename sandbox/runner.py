@@ -504,10 +504,18 @@ class Sandbox:
             time.sleep(0.05)
 
     def stop(self) -> None:
-        # Functions first, so nothing is mid-request when its backends go away.
-        for name in reversed(list(self.components)):
-            if self.components[name].pid:
-                _terminate(self.components[name].pid, 10.0)
+        # In tiers, each stopped at once (a process takes up to a second to wind down,
+        # and there are a dozen): functions and services first, so nothing is
+        # mid-request when its backends go away; then the backends; Pub/Sub last,
+        # which the backends publish to.
+        serving = {spec.target for spec in FUNCTIONS} | {service.name for service in SERVICES}
+        names = list(self.components)
+        tiers = ([n for n in names if n in serving],
+                 [n for n in names if n not in serving and n != "pubsub"],
+                 [n for n in names if n == "pubsub"])
+        for tier in tiers:
+            _terminate_all([self.components[n].pid for n in tier if self.components[n].pid],
+                           10.0)
         state = self.state_dir / "state.json"
         if state.exists():
             state.unlink()
@@ -631,19 +639,26 @@ def _exited(pid: int) -> bool:
 
 
 def _terminate(pid: int, timeout: float) -> None:
-    if not pid or not _alive(pid):
-        return
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGTERM)
+    _terminate_all([pid], timeout)
+
+
+def _terminate_all(pids: list[int], timeout: float) -> None:
+    """SIGTERM each process group at once, wait until all have exited (one deadline
+    for all), then SIGKILL whichever has not."""
+    pending = [pid for pid in pids if pid and _alive(pid)]
+    for pid in pending:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGTERM)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if _exited(pid) or not _alive(pid):
-            return
-        time.sleep(0.05)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(pid, signal.SIGKILL)
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)
+    while pending and time.monotonic() < deadline:
+        pending = [pid for pid in pending if not (_exited(pid) or not _alive(pid))]
+        if pending:
+            time.sleep(0.05)
+    for pid in pending:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
 
 
 def _tail(path: str, lines: int = 20) -> str:
