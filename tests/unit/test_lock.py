@@ -56,6 +56,10 @@ def test_the_lock_was_made_from_pyproject_s_dependencies_and_extras() -> None:
     assert metadata["provides-extras"] == list(PYPROJECT["project"]["optional-dependencies"])
     assert LOCK["requires-python"] == PYPROJECT["project"]["requires-python"]
     assert LOCK["supported-markers"] == PYPROJECT["tool"]["uv"]["environments"]
+    build = {(canonicalize_name(c["name"]), SpecifierSet(c["specifier"]))
+             for c in LOCK["manifest"]["build-constraints"]}
+    assert build == {(canonicalize_name(r.name), r.specifier) for r in map(
+        Requirement, PYPROJECT["tool"]["uv"]["build-constraint-dependencies"])}
 
 
 def test_every_direct_dependency_is_locked_within_its_bounds() -> None:
