@@ -44,7 +44,8 @@ def _declared() -> set[tuple[Any, ...]]:
 
 def _locked_project() -> dict[str, Any]:
     (project,) = [p for p in LOCK["package"] if p["name"] == PYPROJECT["project"]["name"]]
-    return project
+    found: dict[str, Any] = project
+    return found
 
 
 def test_the_lock_was_made_from_pyproject_s_dependencies_and_extras() -> None:
