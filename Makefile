@@ -1,26 +1,60 @@
-# Every target creates the virtual environment it needs (.venv, under the repo).
+# Every target creates the virtual environment it needs (.venv, under the repo), from the
+# lock: uv.lock pins the whole tree with hashes, and `uv sync --frozen` installs exactly
+# that, resolving nothing. Each use installs its own extra: `make demo` the library and
+# the `sandbox` extra (the sandbox, Locust, matplotlib, the emulators), every other
+# target `dev` (sandbox plus the test and lint tools). `make lock` updates the locks.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-stamp
 PYTEST_ARGS ?=
 
-.PHONY: venv demo test test-emulator lint deploy-check unit fuzz bench browser chromium sandbox-up sandbox-down clean checkov
+# uv, the installer, comes from PyPI at the version and hashes pinned in
+# requirements/uv.txt, with pip, into a bootstrap environment of its own (`uv sync`
+# removes whatever the lock does not hold, so it cannot live in .venv).
+UV_VENV := .venv-uv
+UV := $(UV_VENV)/bin/uv
+# The machine's Python, never a downloaded one.
+export UV_PYTHON_DOWNLOADS := never
+export UV_PYTHON := $(PYTHON)
 
-$(STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
-	$(PY) -m pip check
+# One stamp per extra. dev holds sandbox, so installing dev stamps both: `make test`
+# then `make demo` installs nothing more.
+STAMP := $(VENV)/.installed-dev
+SANDBOX_STAMP := $(VENV)/.installed-sandbox
+
+.PHONY: venv demo test test-emulator lint lock lock-check deploy-check unit fuzz bench browser chromium sandbox-up sandbox-down clean checkov
+
+$(UV): requirements/uv.txt
+	@test -x $(UV_VENV)/bin/python || $(PYTHON) -m venv $(UV_VENV)
+	$(UV_VENV)/bin/python -m pip install --quiet --require-hashes --no-deps -r requirements/uv.txt
+	@touch $(UV)
+
+# $(call sync,EXTRA,UV-SYNC-OPTIONS): say what is installed, install it from the lock,
+# check the result, and unpack DuckDB's spatial extension for the BigQuery emulator.
+define sync
+	@echo "make: installing accelops with the '$(1)' extra:" \
+	  "$$($(UV) export --frozen --extra $(1) --no-hashes --no-header --no-annotate \
+	      --no-emit-project | grep -c '==') packages pinned in uv.lock (nothing resolved)"
+	$(UV) sync --frozen --extra $(1) $(2)
+	$(UV) pip check --quiet --python $(PY)
 	$(PY) -c "import duckdb_extensions; duckdb_extensions.import_extension('spatial')"
-	@touch $(STAMP)
+endef
+
+$(STAMP): uv.lock pyproject.toml | $(UV)
+	$(call sync,dev,)
+	@touch $(STAMP) $(SANDBOX_STAMP)
+
+# --inexact: a checkout that already has dev keeps its test tools.
+$(SANDBOX_STAMP): uv.lock pyproject.toml | $(UV)
+	$(call sync,sandbox,--inexact)
+	@touch $(SANDBOX_STAMP)
 
 venv: $(STAMP)
 
-demo: $(STAMP)
+demo: $(SANDBOX_STAMP)
 	$(VENV)/bin/accelops demo
 
-lint: $(STAMP)
+lint: $(STAMP) lock-check
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy shared sandbox functions services
 	$(VENV)/bin/lint-imports
@@ -88,24 +122,43 @@ bench: $(STAMP)
 	$(PY) -m tests.bench.jobs
 	$(PY) -m tests.bench.crd_validation
 
-sandbox-up: $(STAMP)
+sandbox-up: $(SANDBOX_STAMP)
 	$(VENV)/bin/accelops sandbox up
 
-sandbox-down: $(STAMP)
+sandbox-down: $(SANDBOX_STAMP)
 	$(VENV)/bin/accelops sandbox down
 
 # Policy checks of terraform/. checkov's dependencies conflict with the project's,
-# so it gets its own virtual environment.
+# so it gets its own virtual environment, installed from its own hashed lock
+# (requirements/checkov.txt) with `uv pip sync`: exactly those files, nothing resolved.
 CHECKOV_VENV := .venv-checkov
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed-stamp
 
-$(CHECKOV_STAMP):
-	@test -x $(CHECKOV_VENV)/bin/python || $(PYTHON) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet 'checkov>=3.3,<4'
+$(CHECKOV_STAMP): requirements/checkov.txt | $(UV)
+	@test -x $(CHECKOV_VENV)/bin/python || $(UV) venv --quiet $(CHECKOV_VENV)
+	$(UV) pip sync --quiet --require-hashes --python $(CHECKOV_VENV)/bin/python requirements/checkov.txt
 	@touch $(CHECKOV_STAMP)
 
 checkov: $(CHECKOV_STAMP)
 	CHECKPOINT_DISABLE=1 $(CHECKOV_VENV)/bin/checkov -d terraform --framework terraform --skip-download --compact --quiet
 
+# The locks, from pyproject.toml and requirements/*.in: kept pins stay unless they no
+# longer fit (LOCK_ARGS=--upgrade moves everything to the newest that fits). locks.sha256
+# records what this wrote, so a lock changed by hand fails lock-check (and make test).
+LOCK_ARGS ?=
+COMPILE := $(UV) pip compile --quiet --universal --python-version 3.11 --generate-hashes \
+  --custom-compile-command 'make lock' $(LOCK_ARGS)
+
+lock: $(UV)
+	$(UV) lock $(LOCK_ARGS)
+	$(COMPILE) requirements/uv.in -o requirements/uv.txt
+	$(COMPILE) requirements/checkov.in -o requirements/checkov.txt
+	sha256sum uv.lock requirements/uv.txt requirements/checkov.txt > locks.sha256
+
+# The locks agree with what they were made from, and nobody edited them since.
+lock-check: $(UV)
+	$(UV) lock --check
+	sha256sum --check --quiet locks.sha256
+
 clean:
-	rm -rf $(VENV) $(CHECKOV_VENV) .sandbox bench-results .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(UV_VENV) $(CHECKOV_VENV) .sandbox bench-results .mypy_cache .ruff_cache

@@ -538,8 +538,9 @@ EVENTARC_INVOKER = "accelops-eventarc"
 FUNCTION_BUILDER = "accelops-function-build"
 
 # The distributions the functions' code imports (functions/main.py and what it
-# reaches in shared/), for the source archive's requirements.txt; bounds come from
-# pyproject.toml. tzdata backs zoneinfo on images without a time zone database.
+# reaches in shared/), for the source archive's requirements.txt: these and what they
+# need, pinned as uv.lock pins them (bounds come from pyproject.toml, through the
+# lock). tzdata backs zoneinfo on images without a time zone database.
 # tests/unit/test_terraform_source.py holds this to the imports.
 FUNCTION_REQUIREMENTS: tuple[str, ...] = (
     "functions-framework",
@@ -556,6 +557,9 @@ FUNCTION_REQUIREMENTS: tuple[str, ...] = (
     "requests",
     "tzdata",
 )
+# The Python versions the functions may run on (terraform/modules/functions: the
+# runtime variable's python311 and python312): the requirements install on each.
+FUNCTION_PYTHONS: tuple[str, ...] = ("3.11", "3.12")
 
 
 def function(name: str) -> Function:

@@ -1,6 +1,7 @@
 """The functions' source archive is built from the repository (modules/function_source):
 main.py from functions/main.py, the shared/ package, and a requirements.txt of exactly the
-distributions the functions import, uploaded under its content hash."""
+distributions the functions import and what they need, pinned as uv.lock pins them,
+uploaded under its content hash."""
 
 from __future__ import annotations
 
@@ -201,10 +202,46 @@ def test_the_requirements_are_exactly_the_distributions_the_functions_import() -
     assert imported - declared <= provided, imported - declared - provided
 
 
-def test_the_generated_requirements_carry_the_bounds_of_pyproject() -> None:
+def _pinned(text: str) -> dict[str, Requirement]:
+    """The requirement lines of a requirements.txt (continuations joined, hashes kept)."""
+    joined = text.replace("\\\n", " ")
+    lines = [line for line in joined.splitlines() if line and not line.startswith("#")]
+    return {_normalized(Requirement(line.split(" --hash")[0]).name):
+            Requirement(line.split(" --hash")[0]) for line in lines}
+
+
+def test_the_generated_requirements_pin_what_the_functions_import_with_the_lock_s_hashes(
+) -> None:
     text = (GENERATED / REQUIREMENTS_FILE).read_text("utf-8")
     assert text == function_requirements()
-    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
-    assert [_normalized(Requirement(line).name) for line in lines] == \
-        [_normalized(name) for name in system.FUNCTION_REQUIREMENTS]
-    assert all(Requirement(line).specifier for line in lines), "every requirement is bounded"
+    pinned = _pinned(text)
+    # Every requirement an exact pin, every one hashed: pip installs in hash-checking mode.
+    assert all(str(r.specifier).startswith("==") for r in pinned.values()), pinned
+    entries = text.replace("\\\n", " ").splitlines()[3:]
+    assert all("--hash=sha256:" in entry for entry in entries)
+    # What the functions import is there, within the bounds pyproject.toml gives it.
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["project"]
+    bounds = {_normalized(Requirement(spec).name): Requirement(spec).specifier
+              for spec in project["dependencies"]}
+    for name in system.FUNCTION_REQUIREMENTS:
+        version = str(pinned[_normalized(name)].specifier).removeprefix("==")
+        assert bounds[_normalized(name)].contains(version), (name, version)
+
+
+def test_the_generated_requirements_hold_everything_the_pinned_distributions_need() -> None:
+    pinned = _pinned((GENERATED / REQUIREMENTS_FILE).read_text("utf-8"))
+    lock = tomllib.loads((ROOT / "uv.lock").read_text("utf-8"))
+    by_name = {_normalized(p["name"]): p for p in lock["package"]}
+    for name, requirement in pinned.items():
+        package = by_name[name]
+        assert requirement.specifier.contains(package["version"]), name
+        for dependency in package.get("dependencies", []):
+            marker = dependency.get("marker")
+            needed = marker is None or any(
+                Requirement(f"x ; {marker}").marker.evaluate(  # type: ignore[union-attr]
+                    {"python_version": v, "python_full_version": f"{v}.0",
+                     "sys_platform": "linux", "platform_system": "Linux",
+                     "platform_machine": "x86_64", "extra": ""})
+                for v in system.FUNCTION_PYTHONS)
+            if needed:
+                assert _normalized(dependency["name"]) in pinned, (name, dependency)
