@@ -343,6 +343,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="with up: simulated seconds per real second (default: 60)")
     sandbox.add_argument("--foreground", action="store_true",
                          help="with up: stay in the foreground until interrupted")
+    sandbox.add_argument("--start-timeout", type=float, metavar="SECONDS",
+                         help="with up: how long each part may take to answer while it "
+                              "keeps running (default: $ACCELOPS_SANDBOX_START_TIMEOUT, "
+                              "else 600)")
     sandbox.add_argument("--pubsub", choices=["standin", "emulator"], default=None,
                          help="with up: the accelops stand-in or Google's Pub/Sub emulator "
                               "(default: $ACCELOPS_SANDBOX_PUBSUB, else standin)")
@@ -423,6 +427,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "and restored; all (default): every one")
     demo.add_argument("--report-dir", default="reports",
                       help="where the load test's HTML report goes (default: reports)")
+    demo.add_argument("--start-timeout", type=float, metavar="SECONDS",
+                      help="how long each sandbox part may take to answer while it keeps "
+                           "running (default: $ACCELOPS_SANDBOX_START_TIMEOUT, else 600)")
     demo.set_defaults(func=cmd_demo)
 
     from shared.deployment.cli import add_commands
