@@ -1,7 +1,11 @@
 """The ``accelops`` command line.
 
-Commands import what they need when they run, so ``accelops catalogue`` does not
-pay for the Pub/Sub client and ``accelops jobs render`` publishes nothing.
+The parser is built from light modules only (argparse and the standard library), so
+``accelops --help`` and ``accelops --version`` answer without importing a client.
+A command names its implementation — a function here, or ``"module:function"`` —
+and :func:`main` imports that module only when the command runs (the one place the
+command line imports on demand), so ``accelops catalogue`` does not pay for the
+Pub/Sub client and ``accelops jobs render`` publishes nothing.
 Errors print one line naming the problem and exit non-zero; tracebacks are kept
 for bugs.
 """
@@ -9,10 +13,11 @@ for bugs.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -155,12 +160,6 @@ def cmd_slices(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_sandbox(args: argparse.Namespace) -> int:
-    from sandbox.runner import main as run_sandbox
-
-    return run_sandbox(args)
-
-
 def cmd_bq_init(args: argparse.Namespace) -> int:
     from shared.config import AccelopsConfig, Settings
     from shared.errors import ConfigError
@@ -273,16 +272,44 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_loadtest(args: argparse.Namespace) -> int:
-    from sandbox.loadtest import main as run_loadtest
+def version() -> str:
+    """The installed distribution's version (``0.1.0``); ``unknown`` when this checkout
+    runs without being installed."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
 
-    return run_loadtest(args)
+    try:
+        return installed("accelops")
+    except PackageNotFoundError:
+        return "unknown"
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    from sandbox.demo import main as run_demo
+class _Version(argparse.Action):
+    """``--version``: looked up only when asked for (importlib.metadata reads the
+    installed distributions)."""
 
-    return run_demo(args)
+    def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS,
+                 **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        print(f"accelops {version()}")
+        parser.exit()
+
+
+Command = Callable[[argparse.Namespace], int]
+
+
+def command(target: Command | str) -> Command:
+    """A command's implementation: the function itself, or ``"module:function"``
+    imported now — the command line's one import on demand."""
+    if callable(target):
+        return target
+    module, _, name = target.partition(":")
+    found: Command = getattr(importlib.import_module(module), name)
+    return found
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -290,6 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="accelops",
         description="Event-driven automation for AI accelerators on GKE.",
     )
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     cat = sub.add_parser("catalogue", help="print the TPU slice shapes accelops knows")
@@ -357,7 +385,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="with token: the audience (default: the jobs API's URL)")
     sandbox.add_argument("--lifetime", type=int, default=3600,
                          help="with token: seconds until it expires (default: 3600)")
-    sandbox.set_defaults(func=cmd_sandbox)
+    sandbox.set_defaults(func="sandbox.runner:main")
 
     bq = sub.add_parser("bq", help="BigQuery schema of load-test metrics").add_subparsers(
         dest="bq_command", required=True, metavar="ACTION")
@@ -416,7 +444,7 @@ def build_parser() -> argparse.ArgumentParser:
                           help="where the HTML report goes (default: reports)")
     loadtest.add_argument("--no-report", action="store_true", help="print the summary only")
     loadtest.add_argument("--state-dir", help="local sandbox state (default: .sandbox)")
-    loadtest.set_defaults(func=cmd_loadtest)
+    loadtest.set_defaults(func="sandbox.loadtest:main")
 
     demo = sub.add_parser("demo", help="run the demo scenario on a fresh sandbox")
     demo.add_argument("--state-dir", help="sandbox state directory (default: a temporary one)")
@@ -430,7 +458,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--start-timeout", type=float, metavar="SECONDS",
                       help="how long each sandbox part may take to answer while it keeps "
                            "running (default: $ACCELOPS_SANDBOX_START_TIMEOUT, else 600)")
-    demo.set_defaults(func=cmd_demo)
+    demo.set_defaults(func="sandbox.demo:main")
 
     from shared.deployment.cli import add_commands
     from shared.schedule.cli import add_commands as add_schedule_commands
@@ -445,7 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        result: int = args.func(args)
+        result: int = command(args.func)(args)
     except AccelopsError as exc:
         where = f" [{exc.field}]" if exc.field else ""
         print(f"accelops: error{where}: {exc.message}", file=sys.stderr)
