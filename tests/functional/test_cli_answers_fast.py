@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.cli import build_parser, command, main
+from shared.cli import DAILY_REPORTS, build_parser, command, main
 from tests.functional.conftest import REPO
 
 # What a command line that only parses must not import: the clients and what they
@@ -70,6 +70,8 @@ def test_every_command_names_an_implementation_that_imports_and_is_callable() ->
     targets = _targets(build_parser())
     assert {"sandbox", "demo", "loadtest", "deploy up", "deploy down", "catalogue"} <= set(
         targets)
+    targets.update({f"report {word}": target for word, target in DAILY_REPORTS.items()})
+    targets["report TEST_ID"] = "shared.commands.report:main"
     for name, target in targets.items():
         assert callable(command(target)), name  # type: ignore[arg-type]
 
