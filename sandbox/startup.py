@@ -76,7 +76,7 @@ def raise_hint(timeout: float) -> str:
     """What to do about a deadline that passed: the two ways to set a longer one."""
     longer = f"{max(timeout * 2, DEFAULT_START_TIMEOUT):.0f}"
     return (f"if the machine is busy, give it longer: `accelops sandbox up --start-timeout "
-            f"{longer}` (or {ENV_VAR}={longer}; now {timeout:.0f} s)")
+            f"{longer}` (or {ENV_VAR}={longer}; now {timeout:g} s)")
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def timeout_message(names: Sequence[str], logs: Sequence[str], timeout: float,
     """The error of a deadline that passed while ``names`` were still running."""
     parts = ", ".join(names)
     where = "; ".join(logs)
-    return (f"{parts} {what} within {timeout:.0f} s, though still running; see "
+    return (f"{parts} {what} within {timeout:g} s, though still running; see "
             f"{'its log' if len(logs) == 1 else 'their logs'} {where}. {raise_hint(timeout)}")
 
 

@@ -205,7 +205,7 @@ def _serve(triton: ToyLmTriton, saxml: SaxmlHttpServer, signals: _Signals,
     except Exception as error:
         log.debug("startup failed", exc_info=True)
         return _fail(f"Triton failed to start: {error}", triton)
-    if not ready and not triton.is_alive():
+    if not ready and not signals.timed_out and not triton.is_alive():
         return _fail(f"tritonserver exited during start-up after "
                      f"{time.monotonic() - started:.0f} s", triton)
     if not ready:
