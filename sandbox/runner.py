@@ -11,6 +11,11 @@ endpoint answers; ``down`` stops what ``state.json`` lists. The cluster is provi
 as a first deployment must be (:mod:`sandbox.provision`): Kueue and JobSet first, a
 bounded wait until their webhooks answer (what it waits for, and how long it took,
 is printed), then the overlay.
+
+Every start-up wait is :mod:`sandbox.startup`'s: a part is waited for while its process
+runs (with a progress line every few seconds), one that exits fails the start at once
+with its log's tail, and the one deadline (``--start-timeout``, else
+``$ACCELOPS_SANDBOX_START_TIMEOUT``, else ten minutes) names the setting to raise.
 """
 
 from __future__ import annotations
