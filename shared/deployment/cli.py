@@ -1,5 +1,6 @@
 """``accelops deploy generate``, ``accelops manifests render`` and ``accelops doctor``;
-``accelops deploy up|down`` are registered here from ``deploy_cli``.
+the arguments of ``accelops deploy up|down`` too, whose implementation
+(``deploy_cli``) the command line imports only when one of them runs.
 
 Kept apart from ``shared/cli.py`` so the everyday commands do not import the
 deployment definition.
@@ -160,9 +161,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                           help="write nothing; exit 1 when a generated file is stale")
     generate.add_argument("--root", help="repository root (default: this checkout)")
     generate.set_defaults(func=cmd_generate)
-    from shared.deployment.deploy_cli import add_deploy_commands
-
-    add_deploy_commands(deploy)
+    _add_deploy_commands(deploy)
 
     manifests = sub.add_parser("manifests", help="Kubernetes manifests").add_subparsers(
         dest="manifests_command", required=True, metavar="ACTION")
@@ -192,3 +191,52 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     doctor.add_argument("--state-dir", help="check the local sandbox in this state directory")
     doctor.set_defaults(func=cmd_doctor)
 
+
+def _deploy_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", help="the team config YAML (uploaded as ACCELOPS_CONFIG)")
+    parser.add_argument("--project", help="the Google Cloud project")
+    parser.add_argument("--plan", action="store_true",
+                        help="print the steps as shell commands; run nothing")
+    parser.add_argument("--from", dest="from_step", metavar="STEP",
+                        help="start at this step (default: after the last completed one)")
+    parser.add_argument("--restart", action="store_true",
+                        help="forget the recorded progress; start at the first step")
+    parser.add_argument("--terraform-dir",
+                        help="the Terraform configuration (default: terraform/envs/example)")
+    parser.add_argument("--work-dir", help="progress, kubeconfig and overlay "
+                                           "(default: .deploy/PROJECT)")
+    parser.add_argument("--state-bucket",
+                        help="bucket of Terraform's state (default: PROJECT-tfstate; "
+                             "created by up when missing)")
+    parser.add_argument("--state-location", default="US",
+                        help="location of the state bucket when up creates it (default: US)")
+    parser.add_argument("--auto-approve", action="store_true",
+                        help="apply and destroy without Terraform asking first")
+    parser.add_argument("--controllers-timeout", type=int, default=300, metavar="SECONDS",
+                        help="how long to wait for each controller to be Available")
+
+
+def _add_deploy_commands(deploy: argparse._SubParsersAction[argparse.ArgumentParser],
+                         ) -> None:
+    up = deploy.add_parser(
+        "up", help="deploy to Google Cloud in order: Terraform's state and foundation, "
+                   "images, the rest (the functions built from this checkout), "
+                   "controllers, overlay, doctor")
+    _deploy_common(up)
+    up.add_argument("--builder", choices=["cloudbuild", "docker"], default="cloudbuild",
+                    help="build the service images with Cloud Build (default) or a local "
+                         "docker")
+    up.add_argument("--sandbox", metavar="STATE_DIR",
+                    help="only the Kubernetes half, on the local sandbox running from "
+                         "STATE_DIR")
+    up.set_defaults(func="shared.deployment.deploy_cli:cmd_up")
+
+    down = deploy.add_parser(
+        "down", help="remove a deployment: JobSets and their TPU pools, the overlay, the "
+                     "data, then terraform destroy")
+    _deploy_common(down)
+    down.add_argument("--delete-data", action="store_true",
+                      help="confirm that the metrics tables and buckets go with their data")
+    down.add_argument("--controllers", action="store_true",
+                      help="also delete the Kueue and JobSet controllers and their CRDs")
+    down.set_defaults(func="shared.deployment.deploy_cli:cmd_down")

@@ -1,5 +1,6 @@
 """``accelops deploy up|down``: gather what the plan needs (paths, the commit), print
-the plan or run it.
+the plan or run it. (Their arguments are parsed in ``shared/deployment/cli.py``, which
+names these functions for the command line to import when one of them runs.)
 
 The order and the commands are ``shared/deployment/up.py``'s; running them is
 ``shared/deployment/runner.py``'s. Progress is kept in ``--work-dir`` (default
@@ -20,7 +21,7 @@ from shared.deployment.steps import Plan
 from shared.deployment.up import Kubernetes, Site
 from shared.errors import ConfigError
 
-__all__ = ["add_deploy_commands"]
+__all__ = ["cmd_down", "cmd_up"]
 
 TOOLS = ("terraform", "gcloud", "kubectl")
 
@@ -155,52 +156,3 @@ def cmd_down(args: argparse.Namespace) -> int:
                               "--delete-data to go on (--plan shows every step)")
         _preflight(site, TOOLS)
     return _run(args, plan, root / site.work_dir, "up")
-
-
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", help="the team config YAML (uploaded as ACCELOPS_CONFIG)")
-    parser.add_argument("--project", help="the Google Cloud project")
-    parser.add_argument("--plan", action="store_true",
-                        help="print the steps as shell commands; run nothing")
-    parser.add_argument("--from", dest="from_step", metavar="STEP",
-                        help="start at this step (default: after the last completed one)")
-    parser.add_argument("--restart", action="store_true",
-                        help="forget the recorded progress; start at the first step")
-    parser.add_argument("--terraform-dir",
-                        help="the Terraform configuration (default: terraform/envs/example)")
-    parser.add_argument("--work-dir", help="progress, kubeconfig and overlay "
-                                           "(default: .deploy/PROJECT)")
-    parser.add_argument("--state-bucket",
-                        help="bucket of Terraform's state (default: PROJECT-tfstate; "
-                             "created by up when missing)")
-    parser.add_argument("--state-location", default="US",
-                        help="location of the state bucket when up creates it (default: US)")
-    parser.add_argument("--auto-approve", action="store_true",
-                        help="apply and destroy without Terraform asking first")
-    parser.add_argument("--controllers-timeout", type=int, default=300, metavar="SECONDS",
-                        help="how long to wait for each controller to be Available")
-
-
-def add_deploy_commands(deploy: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    up = deploy.add_parser(
-        "up", help="deploy to Google Cloud in order: Terraform's state and foundation, "
-                   "images, the rest (the functions built from this checkout), "
-                   "controllers, overlay, doctor")
-    _common(up)
-    up.add_argument("--builder", choices=["cloudbuild", "docker"], default="cloudbuild",
-                    help="build the service images with Cloud Build (default) or a local "
-                         "docker")
-    up.add_argument("--sandbox", metavar="STATE_DIR",
-                    help="only the Kubernetes half, on the local sandbox running from "
-                         "STATE_DIR")
-    up.set_defaults(func=cmd_up)
-
-    down = deploy.add_parser(
-        "down", help="remove a deployment: JobSets and their TPU pools, the overlay, the "
-                     "data, then terraform destroy")
-    _common(down)
-    down.add_argument("--delete-data", action="store_true",
-                      help="confirm that the metrics tables and buckets go with their data")
-    down.add_argument("--controllers", action="store_true",
-                      help="also delete the Kueue and JobSet controllers and their CRDs")
-    down.set_defaults(func=cmd_down)

@@ -390,6 +390,7 @@ def test_the_wait_gives_up_after_its_timeout_saying_what_to_do(
     message = str(caught.value)
     assert "did not become Available within 1s" in message
     assert "accelops sandbox down" in message
+    assert "`accelops sandbox up --start-timeout 600` (or ACCELOPS_SANDBOX_START_TIMEOUT" in message
 
 
 def test_a_bare_api_server_serves_no_kueue_group() -> None:

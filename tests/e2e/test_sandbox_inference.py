@@ -201,3 +201,19 @@ def test_sigterm_stops_everything_with_exit_code_0(target: InferenceProcess):
             break
         assert time.monotonic() < deadline, "a child of sandbox.inference outlived it"
         time.sleep(0.1)
+
+
+def test_a_start_past_its_deadline_exits_1_naming_the_setting_to_raise() -> None:
+    process = InferenceProcess("--startup-timeout", "0.5")
+    try:
+        assert process.process.wait(timeout=120) == 1, process.log
+    finally:
+        if process.process.poll() is None:
+            process.process.kill()
+    deadline = time.monotonic() + 10  # the reader thread has it all once the pipe closes
+    while "not ready within" not in process.log and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (f"sandbox.inference: models {MODEL!r} and {STREAM_MODEL!r} were not ready within "
+            "0.5 s (--startup-timeout); if the machine is busy, give it longer: `accelops "
+            "sandbox up --start-timeout 600` (or ACCELOPS_SANDBOX_START_TIMEOUT=600; now "
+            "0.5 s)") in process.log

@@ -26,7 +26,7 @@ pytestmark = pytest.mark.e2e
 
 def _sandbox_command(action: str, state_dir: Path, pubsub: str | None = None) -> int:
     return main(argparse.Namespace(action=action, state_dir=str(state_dir), speed=60.0,
-                                   foreground=False, pubsub=pubsub))
+                                   foreground=False, pubsub=pubsub, start_timeout=None))
 
 
 def _exports(text: str) -> dict[str, str]:
