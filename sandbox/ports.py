@@ -5,7 +5,7 @@ components (the Pub/Sub emulator, bqemulator, fake-gcs-server, gunicorn, Triton)
 given their port on the command line, so it is chosen first and bound later — seconds
 later on a busy machine. Choosing by binding port 0 and closing the socket (the old
 way) picks from Linux's ephemeral range (``/proc/sys/net/ipv4/ip_local_port_range``,
-32768–60999), which the kernel goes on handing out to every other port-0 bind and
+32768-60999), which the kernel goes on handing out to every other port-0 bind and
 every outgoing connection; and a second process choosing at the same moment (another
 pytest worker, a sandbox subprocess) can be handed the same port. Either way the
 server later fails to bind, or a "nothing listens here" port answers.
@@ -136,7 +136,7 @@ def free_port() -> int:
     range is in use (with reservations ignored, as a last resort, before that)."""
     port_range = _configured_range()
     directory = _reservations()
-    start = random.randint(*port_range)
+    start = random.randint(*port_range)  # noqa: S311 - spreads processes, no secret
     for max_age in (RESERVATION_SECONDS, 0.0):
         for port in candidates(port_range, start):
             if _bindable(port) and _reserve(directory, port, max_age):

@@ -49,11 +49,13 @@ def load_budget(pyproject: Path) -> float:
     return float(table["tool"]["accelops"]["suite"]["budget_seconds"])
 
 
-def subset_reason(paths: Sequence[Path], testpaths: Sequence[Path], deselected: int,
-                  keyword: str, markexpr: str) -> str | None:
-    """Why this run is not the whole suite, or None when it is."""
-    whole = {p.resolve() for p in testpaths}
-    narrower = [str(p) for p in paths if p.resolve() not in whole]
+def subset_reason(paths: Sequence[Path], root: Path, testpaths: Sequence[Path],
+                  deselected: int, keyword: str, markexpr: str) -> str | None:
+    """Why this run is not the whole suite, or None when it is: ``paths`` (absolute) are
+    the repository ``root`` or its ``testpaths``, and nothing is deselected."""
+    whole = {p.resolve() for p in (root, *testpaths)}
+    narrower = [str(p.relative_to(root)) if p.is_relative_to(root) else str(p)
+                for p in paths if p.resolve() not in whole]
     if narrower:
         return f"a subset: {' '.join(narrower)}"
     if keyword:
@@ -76,7 +78,8 @@ def judge(wall_seconds: float, budget_seconds: float, workers: int,
     measured = f"{wall_seconds:.0f} s"
     if subset is not None:
         return Verdict(False, False, f"suite budget not judged: {subset} took {measured} "
-                                     f"(the budget, {budget_seconds:.0f} s, is for the whole suite)")
+                                     f"(the budget, {budget_seconds:.0f} s, is for the "
+                                     "whole suite)")
     if workers < 2:
         return Verdict(False, False, f"suite budget not judged: a serial run took {measured} "
                                      f"(the budget, {budget_seconds:.0f} s, is for the "
@@ -129,9 +132,11 @@ class SuiteReport:
         counts = {k: len(stats.get(k, [])) for k in OUTCOMES}
         workers = int(getattr(config.option, "numprocesses", 0) or 0)
         root = config.rootpath
-        testpaths = [root / p for p in config.getini("testpaths")] or [root]
-        paths = [root / a.split("::")[0] for a in config.args]
-        subset = subset_reason(paths, [*testpaths, root], counts["deselected"],
+        testpaths = [root / p for p in config.getini("testpaths")]
+        base = root if config.args_source == pytest.Config.ArgsSource.TESTPATHS \
+            else config.invocation_params.dir
+        paths = [base / a.split("::")[0] for a in config.args]
+        subset = subset_reason(paths, root, testpaths, counts["deselected"],
                                config.option.keyword, config.option.markexpr)
         budget = load_budget(root / "pyproject.toml")
         self.verdict = judge(wall, budget, workers, subset, self.timings)

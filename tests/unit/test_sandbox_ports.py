@@ -7,7 +7,6 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,11 +17,11 @@ EPHEMERAL_LOW = 32768  # Linux's default ip_local_port_range starts here
 
 
 @pytest.fixture
-def reservations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+def reservations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """Reservations of this test's own, in its temporary directory (for subprocesses too)."""
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setenv("TMPDIR", str(tmp_path))
-    yield tmp_path
+    return tmp_path
 
 
 def unused_range(size: int) -> tuple[int, int]:

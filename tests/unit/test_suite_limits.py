@@ -4,6 +4,7 @@ pytest-xdist; and the whole-suite budget check's decision."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -65,8 +66,10 @@ TIMINGS = [Timing(f"tests/e2e/test_{i}.py::test_x", "call", float(i)) for i in r
 def test_a_whole_parallel_run_over_budget_fails_naming_budget_time_and_ten_slowest() -> None:
     verdict = judge(700.4, 660, 3, None, TIMINGS)
 
-    assert verdict.judged and verdict.over_budget
-    assert "700 s" in verdict.message and "660 s" in verdict.message
+    assert verdict.judged
+    assert verdict.over_budget
+    assert "700 s" in verdict.message
+    assert "660 s" in verdict.message
     assert "budget_seconds" in verdict.message
     named = [t.nodeid for t in TIMINGS if t.nodeid in verdict.message]
     assert named == [f"tests/e2e/test_{i}.py::test_x" for i in range(20, 30)]
@@ -75,32 +78,34 @@ def test_a_whole_parallel_run_over_budget_fails_naming_budget_time_and_ten_slowe
 def test_a_whole_parallel_run_within_budget_passes() -> None:
     verdict = judge(600, 660, 2, None, TIMINGS)
 
-    assert verdict.judged and not verdict.over_budget
+    assert verdict.judged
+    assert not verdict.over_budget
 
 
 def test_a_subset_is_not_judged_against_the_whole_suite_budget() -> None:
     verdict = judge(5000, 660, 3, "a subset: tests/e2e", TIMINGS)
 
-    assert not verdict.judged and not verdict.over_budget
+    assert not verdict.judged
+    assert not verdict.over_budget
     assert "tests/e2e" in verdict.message
 
 
 def test_a_serial_run_is_not_judged_against_the_parallel_budget() -> None:
     verdict = judge(1500, 660, 0, None, TIMINGS)
 
-    assert not verdict.judged and not verdict.over_budget
+    assert not verdict.judged
+    assert not verdict.over_budget
 
 
 def test_the_run_is_the_whole_suite_only_without_paths_keywords_marks_or_deselection() -> None:
     tests = REPO / "tests"
-    whole = [tests, REPO]
 
-    assert subset_reason([tests], whole, 0, "", "") is None
-    assert subset_reason([REPO], whole, 0, "", "") is None
-    assert subset_reason([tests / "unit"], whole, 0, "", "") == f"a subset: {tests / 'unit'}"
-    assert subset_reason([tests], whole, 0, "kube", "") == "a subset: -k 'kube'"
-    assert subset_reason([tests], whole, 0, "", "e2e") == "a subset: -m 'e2e'"
-    assert subset_reason([tests], whole, 4, "", "") == "a subset: 4 tests deselected"
+    assert subset_reason([tests], REPO, [tests], 0, "", "") is None
+    assert subset_reason([REPO], REPO, [tests], 0, "", "") is None
+    assert subset_reason([tests / "unit"], REPO, [tests], 0, "", "") == "a subset: tests/unit"
+    assert subset_reason([tests], REPO, [tests], 0, "kube", "") == "a subset: -k 'kube'"
+    assert subset_reason([tests], REPO, [tests], 0, "", "e2e") == "a subset: -m 'e2e'"
+    assert subset_reason([tests], REPO, [tests], 4, "", "") == "a subset: 4 tests deselected"
 
 
 def test_the_report_keeps_the_25_slowest_tests_slowest_first() -> None:
@@ -120,3 +125,26 @@ def test_every_test_has_a_time_limit_that_covers_its_fixtures() -> None:
     assert 300 <= ini["timeout"] <= 900
     assert ini["timeout_method"] == "signal"
     assert ini["timeout_func_only"] is False
+
+
+def test_a_run_under_xdist_writes_every_workers_tests_to_the_suite_report(tmp_path: Path) -> None:
+    written = tmp_path / "suite.json"
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "pytest_timeout", "-p", "xdist.plugin",
+         "-n", "1", f"--suite-report={written}", "tests/unit/test_suite_limits.py",
+         "-k", "whole_parallel_run"],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=False,
+        env=os.environ | {"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    suite = json.loads(written.read_text())
+
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert suite["workers"] == 1
+    assert suite["counts"]["passed"] == 2
+    assert suite["counts"]["failed"] == 0
+    assert suite["judged"] is False
+    assert "a subset: tests/unit/test_suite_limits.py took" in suite["verdict"]
+    assert {t["nodeid"] for t in suite["slowest"]} == {
+        "tests/unit/test_suite_limits.py::" + name for name in (
+            "test_a_whole_parallel_run_over_budget_fails_naming_budget_time_and_ten_slowest",
+            "test_a_whole_parallel_run_within_budget_passes")}
+    assert "suite budget not judged" in run.stdout
