@@ -16,16 +16,12 @@ from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Generic, TypeVar
 
+# Chosen from a range of its own and reserved across processes: see sandbox.ports.
+from sandbox.ports import free_port
+
 __all__ = ["ApiHttpServer", "ApiRequestHandler", "free_port", "port_open"]
 
 Api = TypeVar("Api")
-
-
-def free_port() -> int:
-    """A loopback TCP port nothing listens on right now (for a server to bind next)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def port_open(port: int, timeout: float = 0.2) -> bool:

@@ -30,10 +30,13 @@ SIGKILLs the group after ``grace``. To die with this process, every server is fo
 by one long-lived thread of this module and exec'd through ``setpriv --pdeathsig
 TERM`` where available: the kernel sends the signal when the *forking thread* dies,
 so forking from a caller's short-lived thread (pytriton's way) would kill the server
-as soon as that thread returned. A normal interpreter exit also stops every server
-still running (atexit). Only a server that had to be killed (SIGKILL after the grace)
-leaves litter: its model download in ``/tmp/folderXXXXXX`` (hard-coded by Triton; TMPDIR
-is ignored) and the stub's ``/dev/shm/triton_python_backend_shm_region_*`` (1 MB).
+as soon as that thread returned. A launcher that dies before setpriv asks for the
+signal sends none, so a shell between setpriv and the server checks, after asking,
+that its parent is still the launcher, and exits (143) if not. A normal interpreter
+exit also stops every server still running (atexit). Only a server that had to be
+killed (SIGKILL after the grace) leaves litter: its model download in
+``/tmp/folderXXXXXX`` (hard-coded by Triton; TMPDIR is ignored) and the stub's
+``/dev/shm/triton_python_backend_shm_region_*`` (1 MB).
 
 **Exit codes** are reported as a container runtime does: a server ended by signal N
 exits ``128 + N``.
@@ -204,15 +207,23 @@ class _Forker:
 _forker = _Forker()
 
 
+# Run by the server's process between setpriv and tritonserver: a launcher that died
+# before setpriv asked for the signal (a race a busy machine widens) sends none, and the
+# server would outlive it; so the parent is checked after asking. 143 = 128 + SIGTERM,
+# as if the signal had come.
+_PARENT_GUARD = 'test "$PPID" = "$1" || exit 143; shift; exec "$@"'
+
+
 @functools.cache
-def _death_signal_prefix() -> tuple[str, ...]:
-    """``setpriv --pdeathsig TERM --`` when this util-linux supports it, else nothing."""
-    setpriv, true = shutil.which("setpriv"), shutil.which("true")
-    if setpriv is None or true is None:
+def _death_signal_prefix(parent: int) -> tuple[str, ...]:
+    """``setpriv --pdeathsig TERM --`` and a shell that goes on only while ``parent`` (the
+    launching process) is still its parent, when this util-linux supports it; else nothing."""
+    setpriv, true, sh = shutil.which("setpriv"), shutil.which("true"), shutil.which("sh")
+    if setpriv is None or true is None or sh is None:
         return ()
-    prefix = (setpriv, "--pdeathsig", "TERM", "--")
+    prefix = (setpriv, "--pdeathsig", "TERM", "--", sh, "-c", _PARENT_GUARD, "sh", str(parent))
     try:
-        probe = subprocess.run([*prefix, true], capture_output=True,  # noqa: S603 - fixed argv
+        probe = subprocess.run([*prefix[:4], true], capture_output=True,  # noqa: S603 - fixed argv
                                timeout=5, check=False)
     except (OSError, subprocess.SubprocessError):
         return ()
@@ -364,7 +375,7 @@ class TritonLauncher:
             offset = os.lseek(fd, 0, os.SEEK_END)
             stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
             os.write(fd, f"# {stamp} start: {shlex.join(argv)}\n".encode())
-            prefix = _death_signal_prefix()
+            prefix = _death_signal_prefix(os.getpid())  # the forking thread's process
 
             def spawn() -> subprocess.Popen[bytes]:
                 return subprocess.Popen(  # noqa: S603 - argv validated by server_arguments

@@ -241,6 +241,20 @@ def test_a_server_dies_with_the_process_that_launched_it(gcs: FakeGcs, tmp_path:
             os.killpg(server_pid, signal.SIGKILL)
 
 
+def test_a_server_whose_launcher_died_before_asking_for_the_death_signal_does_not_start():
+    # The race, made certain: the process that exec's the server is not (or no longer)
+    # the child of the launcher it names, so no death signal would ever come.
+    from sandbox.inference.tritonserver import _death_signal_prefix
+
+    gone = _death_signal_prefix(parent=1)
+    alive = _death_signal_prefix(parent=os.getpid())
+    if not gone:
+        pytest.skip("no setpriv with --pdeathsig here")
+
+    assert subprocess.run([*gone, "sleep", "60"], timeout=30, check=False).returncode == 143
+    assert subprocess.run([*alive, "true"], timeout=30, check=False).returncode == 0
+
+
 @pytest.mark.parametrize(("container", "storage_url", "refusal"), [
     (_container(GOOD), None, "needs the sandbox's Cloud Storage"),
     (_container("/models"), "http://127.0.0.1:1", "only gs:// model repositories"),

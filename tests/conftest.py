@@ -1,0 +1,41 @@
+"""Suite-wide set-up: each pytest-xdist worker its own port range, Hypothesis without
+timing checks, and the suite's report.
+
+Servers told their port on the command line get it from ``sandbox.ports.free_port``,
+which picks from ``ACCELOPS_PORT_RANGE``: set here per worker (``gw0``, ``gw1``, ...; the
+subprocesses a test starts inherit it), so two workers never pick from the same range.
+
+Hypothesis's per-example deadline (200 ms) and its too-slow health check are timed
+assertions: on a busy machine (workers beside each other, another job on the box) an
+example that takes 350 ms once fails a correct test as "unreliable". The suite's profile
+turns both off; what each property asserts is unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from sandbox import ports
+from tests.suite_report import SuiteReport
+
+settings.register_profile("accelops", deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("accelops")
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--suite-report", metavar="PATH", default=None,
+                     help="write the run's wall time, counts and slowest tests to PATH "
+                          "(JSON) and fail a whole-suite run over the budget in pyproject.toml")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    low, high = ports.worker_range(os.environ.get("PYTEST_XDIST_WORKER"))
+    os.environ[ports.ENV] = f"{low}-{high}"
+    path = config.getoption("--suite-report")
+    if path and not hasattr(config, "workerinput"):  # the xdist controller, or a serial run
+        config.pluginmanager.register(SuiteReport(config, Path(path)), "accelops-suite-report")
