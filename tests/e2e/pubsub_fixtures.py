@@ -99,8 +99,9 @@ def subscription_path(name: str) -> str:
     return f"projects/{PROJECT}/subscriptions/{name}"
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 5.0, interval: float = 0.02) -> bool:
-    """Poll ``condition`` until true or ``timeout`` seconds pass."""
+def wait_for(condition: Callable[[], bool], timeout: float = 30.0, interval: float = 0.02) -> bool:
+    """Poll ``condition`` until true or ``timeout`` seconds pass (a bound for a busy
+    machine: it returns as soon as the condition holds)."""
     give_up = time.monotonic() + timeout
     while time.monotonic() < give_up:
         if condition():

@@ -105,7 +105,7 @@ def test_a_redelivered_message_adds_no_duplicates_to_the_views(sandbox: Sandbox)
     status = sandbox.redeliver("ingest_metrics", message_id, data)
 
     assert status == 200
-    assert wait_for(lambda: raw_rows(test_id) >= 10 or None, timeout=5) is not None
+    assert wait_for(lambda: raw_rows(test_id) >= 10 or None, timeout=60) is not None
     assert unique_rows(test_id) == 5
     assert BigQueryMetrics.from_env().summary(test_id).requests == 5
 
