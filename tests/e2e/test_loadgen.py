@@ -42,6 +42,7 @@ from tests.e2e.inference_fixtures import (
     InferenceProcess,
     inference_target,
 )
+from tests.e2e.locust_options import UNTIL, until
 
 pubsub = fx.pubsub
 publisher = fx.publisher
@@ -51,8 +52,6 @@ pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 LOCUSTFILE = REPO / "services" / "loadgen" / "locustfile.py"
-# The test-only plugin that ends a run once it has made the requests its test needs.
-UNTIL = Path(__file__).resolve().parent / "locust_until.py"
 # The run time every run asks for: only the bound of a run whose condition never comes
 # (each run ends by its --until-* condition first), below the 60-second flush interval
 # the tests use to mean "no flush by age".
@@ -243,14 +242,6 @@ def finished(tmp_path: Path, returncode: int, output: str) -> Run:
     entries = json.loads((tmp_path / "stats.json").read_text())
     return Run(returncode, output, sum(e["num_requests"] for e in entries),
                sum(e["num_failures"] for e in entries))
-
-
-def until(requests: int, failures: int = 0, successes: int = 0,
-          seconds: float = 0.0) -> list[str]:
-    """Options that end the run once Locust counted what the test needs (``locust_until``):
-    a condition, not a duration, so a loaded machine only makes the run longer."""
-    return ["--until-requests", str(requests), "--until-failures", str(failures),
-            "--until-successes", str(successes), "--until-seconds", str(seconds)]
 
 
 def run_locust(tmp_path: Path, host: str, *options: str,
