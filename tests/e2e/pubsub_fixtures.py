@@ -42,7 +42,8 @@ from tests.processes import serving
 PROJECT = "sandbox-project"
 #: The Pub/Sub the whole-sandbox tests run on ($ACCELOPS_SANDBOX_PUBSUB, else the stand-in).
 SANDBOX_PUBSUB = backend_from_env()
-EMULATOR_READY_SECONDS = 30.0
+# Google's emulator is a JVM: on a busy 2-core machine it can take over a minute to listen.
+EMULATOR_READY_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
