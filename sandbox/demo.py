@@ -47,8 +47,11 @@ REQUESTS = Path(__file__).resolve().parent / "requests"
 VALID = ["llama-multislice.json", "gemma-v4.json", "mixtral-v5p.json", "serve-v6e.json",
          "serve-large-v6e.json"]
 INVALID = "invalid-too-many-slices.json"
-WAIT_SECONDS = 30.0
-LIFECYCLE_SECONDS = 120.0  # real seconds; the whole lifecycle takes ~30 s at 120x
+# Bounds in real seconds, not estimates: every wait returns as soon as its condition
+# holds, so a generous bound costs an idle machine nothing and spares a busy one (a
+# shared 2-core machine took over 30 s for the lifecycle rows to reach BigQuery).
+WAIT_SECONDS = 180.0
+LIFECYCLE_SECONDS = 600.0  # the whole lifecycle takes ~30 s at 120x on an idle machine
 DEMO_SPEED = 120.0
 LOAD_USERS, LOAD_SECONDS = 4, 12
 # Simulated seconds between the scheduler's reconcile_slices runs.
@@ -81,7 +84,8 @@ def _wait_for(predicate: Any, what: str, timeout: float = WAIT_SECONDS) -> Any:
         if result:
             return result
         if time.monotonic() > deadline:
-            raise SandboxError(f"timed out after {timeout:.0f}s waiting for {what}")
+            raise SandboxError(f"timed out after {timeout:.0f}s waiting for {what}; "
+                               "see the function logs under the sandbox state directory")
         time.sleep(0.1)
 
 
@@ -298,7 +302,8 @@ def follow_lifecycle(expected: int, *, timeout: float = LIFECYCLE_SECONDS,
         if len(jobsets) >= expected and done >= expected and not pools:
             return build_timelines(jobsets, pods, operations())
         if time.monotonic() > deadline:
-            raise SandboxError(f"the lifecycle did not finish within {timeout:.0f}s")
+            raise SandboxError(f"the lifecycle did not finish within {timeout:.0f}s; "
+                               "see `accelops jobs status` and the reconcile_slices log")
         time.sleep(0.25)
 
 

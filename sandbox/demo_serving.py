@@ -30,7 +30,8 @@ __all__ = ["VersionTimeline", "run_serving_scenario", "upload_model_version"]
 
 MODEL = "toy-lm"
 NAMESPACE = "serving"
-SETTLE_SECONDS = 120.0
+# A bound, not an estimate: the wait ends as soon as the rollout settles.
+SETTLE_SECONDS = 300.0
 LOAD_USERS = 4
 STEADY_SECONDS, SWITCH_SECONDS = 10, 30
 

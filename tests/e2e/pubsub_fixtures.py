@@ -42,7 +42,8 @@ from tests.processes import serving
 PROJECT = "sandbox-project"
 #: The Pub/Sub the whole-sandbox tests run on ($ACCELOPS_SANDBOX_PUBSUB, else the stand-in).
 SANDBOX_PUBSUB = backend_from_env()
-EMULATOR_READY_SECONDS = 30.0
+# Google's emulator is a JVM: on a busy 2-core machine it can take over a minute to listen.
+EMULATOR_READY_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
@@ -99,8 +100,9 @@ def subscription_path(name: str) -> str:
     return f"projects/{PROJECT}/subscriptions/{name}"
 
 
-def wait_for(condition: Callable[[], bool], timeout: float = 5.0, interval: float = 0.02) -> bool:
-    """Poll ``condition`` until true or ``timeout`` seconds pass."""
+def wait_for(condition: Callable[[], bool], timeout: float = 30.0, interval: float = 0.02) -> bool:
+    """Poll ``condition`` until true or ``timeout`` seconds pass (a bound for a busy
+    machine: it returns as soon as the condition holds)."""
     give_up = time.monotonic() + timeout
     while time.monotonic() < give_up:
         if condition():

@@ -26,7 +26,7 @@ def test_the_demo_runs_every_job_through_its_whole_lifecycle_and_stops_everythin
     state = tmp_path / "state"
     result = subprocess.run([sys.executable, "-m", "shared.cli", "demo", "--report-dir",
                              str(tmp_path), "--state-dir", str(state)], capture_output=True,
-                            text=True, timeout=480, check=False)
+                            text=True, timeout=900, check=False)
     out = result.stdout
 
     assert result.returncode == 0, out + result.stderr

@@ -42,6 +42,7 @@ from tests.e2e.inference_fixtures import (
     InferenceProcess,
     inference_target,
 )
+from tests.e2e.locust_options import UNTIL, until
 
 pubsub = fx.pubsub
 publisher = fx.publisher
@@ -51,6 +52,10 @@ pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 LOCUSTFILE = REPO / "services" / "loadgen" / "locustfile.py"
+# The run time every run asks for: only the bound of a run whose condition never comes
+# (each run ends by its --until-* condition first), below the 60-second flush interval
+# the tests use to mean "no flush by age".
+BOUND = 50
 TOPIC = "loadtest-metrics"
 SUBSCRIPTION = fx.subscription_path("loadtest-metrics-check")
 FIELDS = tuple(MetricRecord.model_fields)
@@ -211,10 +216,12 @@ class Run:
 
 
 def locust_command(tmp_path: Path, host: str, *options: str,
-                   seconds: int | None = 3, users: int = 2) -> list[str]:
-    """A headless Locust run with 2 users against ``host``; stats go to ``stats.json``."""
+                   seconds: int | None = BOUND, users: int = 2) -> list[str]:
+    """A headless Locust run with 2 users against ``host``; stats go to ``stats.json``.
+    The run ends when its ``--until-*`` options are met (``locust_until``), or at
+    ``seconds`` at the latest."""
     limit = ["-t", f"{seconds}s"] if seconds is not None else []
-    return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless",
+    return [sys.executable, "-m", "locust", "-f", f"{LOCUSTFILE},{UNTIL}", "--headless",
             "-u", str(users), "-r", str(users), *limit, "--host", host, "--only-summary",
             "--json-file", str(tmp_path / "stats"), "--metrics-project", fx.PROJECT, *options]
 
@@ -237,12 +244,12 @@ def finished(tmp_path: Path, returncode: int, output: str) -> Run:
                sum(e["num_failures"] for e in entries))
 
 
-def run_locust(tmp_path: Path, host: str, *options: str, seconds: int = 3,
+def run_locust(tmp_path: Path, host: str, *options: str,
                emulator: str | None = None) -> Run:
     """Run Locust to the end; ``emulator`` overrides where it finds Pub/Sub."""
-    done = subprocess.run(locust_command(tmp_path, host, *options, seconds=seconds),
+    done = subprocess.run(locust_command(tmp_path, host, *options),
                           cwd=tmp_path, env=locust_env(emulator), capture_output=True,
-                          text=True, timeout=60, check=False)
+                          text=True, timeout=BOUND + 120, check=False)
     return finished(tmp_path, done.returncode, done.stdout + done.stderr)
 
 
@@ -318,7 +325,8 @@ def test_every_triton_request_arrives_once_and_a_partial_batch_is_flushed_at_qui
     # Batches far larger than the run and no flush by age: only the final flush sends.
     run = run_locust(tmp_path, triton.url, "--model", "toy-lm", "--accelerator", "cpu",
                      "--bad-request-ratio", "0.2", "--metrics-batch-size", "100000",
-                     "--metrics-flush-interval", "60", "--exit-code-on-error", "0")
+                     "--metrics-flush-interval", "60", "--exit-code-on-error", "0",
+                     *until(requests=20, failures=1, successes=1))
 
     assert run.returncode == 0, run.output
     found = re.search(r"loadgen: test id (\S+) ", run.output)
@@ -342,8 +350,11 @@ def test_every_triton_request_arrives_once_and_a_partial_batch_is_flushed_at_qui
 
 def test_records_are_flushed_by_age_while_the_test_runs(
         tmp_path: Path, metrics_topic: str, subscriber: Any, triton: FakeServer) -> None:
+    # Requests for over three flush intervals: at least one batch closes by age before
+    # the run stops (a lower bound on the run, which no load can shorten).
     run = run_locust(tmp_path, triton.url, "--model", "toy-lm", "--test-id", "by-age-1",
-                     "--metrics-batch-size", "100000", "--metrics-flush-interval", "0.3")
+                     "--metrics-batch-size", "100000", "--metrics-flush-interval", "0.3",
+                     *until(requests=2, seconds=1.0))
 
     assert run.returncode == 0, run.output
     messages = pull_all(subscriber)
@@ -358,7 +369,8 @@ def test_saxml_records_arrive_in_batches_of_the_configured_size(
         tmp_path: Path, metrics_topic: str, subscriber: Any, saxml: FakeServer) -> None:
     run = run_locust(tmp_path, saxml.url, "--server", "saxml", "--model", "/sax/test/lm",
                      "--accelerator", "v5litepod-8", "--test-id", "saxml-run-1",
-                     "--metrics-batch-size", "100", "--metrics-flush-interval", "60")
+                     "--metrics-batch-size", "100", "--metrics-flush-interval", "60",
+                     *until(requests=250))
 
     assert run.returncode == 0, run.output
     messages = pull_all(subscriber)
@@ -379,7 +391,7 @@ def test_when_pubsub_is_unreachable_locust_fails_and_says_how_many_records_were_
         probe.bind(("127.0.0.1", 0))
         closed = f"127.0.0.1:{probe.getsockname()[1]}"
     run = run_locust(tmp_path, triton.url, "--model", "toy-lm", "--test-id", "lost-1",
-                     "--metrics-publish-timeout", "2", seconds=2, emulator=closed)
+                     "--metrics-publish-timeout", "2", *until(requests=5), emulator=closed)
 
     assert run.returncode == 1
     lost = re.search(r"(\d+) records of test lost-1 were not published", run.output)
@@ -397,9 +409,9 @@ def test_sigterm_stops_the_users_and_publishes_their_records_before_exit(
                        seconds=None),
         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        assert fx.wait_for(lambda: triton.requests > 100, timeout=15)
+        assert fx.wait_for(lambda: triton.requests > 100, timeout=BOUND)
         process.send_signal(signal.SIGTERM)
-        output, _ = process.communicate(timeout=30)
+        output, _ = process.communicate(timeout=BOUND)
     finally:
         process.kill()
     run = finished(tmp_path, process.returncode, output)
@@ -418,7 +430,7 @@ def test_a_run_publishes_what_was_asked_for_at_its_start_and_its_stop(
     # host as it is, so a query there cannot be run end to end; the unit tests strip it).
     host = triton.url.replace("http://", "http://loadgen:s3cret@")
     run = run_locust(tmp_path, host, "--model", "toy-lm", "--accelerator", "cpu",
-                     "--test-id", "runs-1")
+                     "--test-id", "runs-1", *until(requests=5))
 
     assert run.returncode == 0, run.output
     messages = pull_all(subscriber)
@@ -428,7 +440,7 @@ def test_a_run_publishes_what_was_asked_for_at_its_start_and_its_stop(
     for r in (start, stop):
         assert (r.test_id, r.model_name, r.server, r.accelerator) == (
             "runs-1", "toy-lm", "triton", "cpu")
-        assert (r.users, r.spawn_rate, r.run_time_s) == (2, 2.0, 3.0)
+        assert (r.users, r.spawn_rate, r.run_time_s) == (2, 2.0, float(BOUND))
         assert (r.locust_version, r.loadgen_revision) == (version("locust"), REVISION)
         assert r.host == triton.url
     assert start.at <= min(r.start_time for r in records)
@@ -449,17 +461,19 @@ def test_every_worker_records_the_run_with_the_masters_users_spawn_rate_and_run_
     # No revision variable: each worker asks git for the checkout's commit.
     env = locust_env(revision=None)
     workers = [subprocess.Popen(
-        [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--worker",
+        [sys.executable, "-m", "locust", "-f", f"{LOCUSTFILE},{UNTIL}", "--worker",
          "--master-host", "127.0.0.1", "--master-port", str(port), *common],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         for _ in range(2)]
     try:
         master = subprocess.run(
-            [*locust_command(tmp_path, triton.url, *common, "--test-id", "dist-1", users=4),
+            [*locust_command(tmp_path, triton.url, *common, "--test-id", "dist-1",
+                             *until(requests=10), users=4),
              "--master", "--expect-workers", "2", "--master-bind-host", "127.0.0.1",
              "--master-bind-port", str(port)],
-            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60, check=False)
-        outputs = [w.communicate(timeout=30)[0] for w in workers]
+            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=BOUND + 120,
+            check=False)
+        outputs = [w.communicate(timeout=BOUND)[0] for w in workers]
     finally:
         for worker in workers:
             worker.kill()
@@ -471,7 +485,7 @@ def test_every_worker_records_the_run_with_the_masters_users_spawn_rate_and_run_
     assert len(records) == run.requests > 0
     runs = check_runs(messages, "dist-1")
     assert sorted(r.phase for r in runs) == ["start", "start", "stop", "stop"]
-    assert {(r.users, r.spawn_rate, r.run_time_s) for r in runs} == {(4, 4.0, 3.0)}
+    assert {(r.users, r.spawn_rate, r.run_time_s) for r in runs} == {(4, 4.0, float(BOUND))}
     assert {(r.model_name, r.host, r.loadgen_revision) for r in runs} == {
         ("toy-lm", triton.url, git_revision())}
 
@@ -481,7 +495,7 @@ def test_streamed_requests_record_the_time_to_their_first_token(
         inference: InferenceProcess) -> None:
     run = run_locust(tmp_path, inference.triton_url, "--stream", "--model", STREAM_MODEL,
                      "--max-tokens", "32", "--bad-request-ratio", "0.5", "--test-id", "ttft-1",
-                     "--exit-code-on-error", "0")
+                     "--exit-code-on-error", "0", *until(requests=10, failures=1, successes=3))
 
     assert run.returncode == 0, run.output
     messages = pull_all(subscriber)
@@ -512,7 +526,7 @@ def test_an_error_event_in_a_stream_fails_the_request_with_the_servers_message(
         streaming: StreamingServer) -> None:
     run = run_locust(tmp_path, streaming.url, "--stream", "--model", STREAM_MODEL,
                      "--bad-request-ratio", "0.5", "--test-id", "stream-err",
-                     "--exit-code-on-error", "0")
+                     "--exit-code-on-error", "0", *until(requests=10, failures=1, successes=1))
 
     assert run.returncode == 0, run.output
     records = check_records(pull_all(subscriber), "stream-err")
@@ -532,7 +546,7 @@ def test_requests_for_a_model_the_saxml_proxy_does_not_serve_fail_with_its_error
         inference: InferenceProcess) -> None:
     run = run_locust(tmp_path, inference.saxml_url, "--server", "saxml", "--model", SAXML_MODEL,
                      "--max-tokens", "8", "--bad-request-ratio", "0.3", "--test-id", "sax-404",
-                     "--exit-code-on-error", "0")
+                     "--exit-code-on-error", "0", *until(requests=10, failures=1, successes=1))
 
     assert run.returncode == 0, run.output
     records = check_records(pull_all(subscriber), "sax-404")

@@ -147,7 +147,7 @@ def test_a_night_across_a_daylight_saving_change_removes_and_restores_on_time(
     assert {k: v for k, v in after["team-slice"].items() if k not in OUTPUT_ONLY} == \
         {k: v for k, v in before.items() if k not in OUTPUT_ONLY}
     assert wait_for(lambda: specs()["gpu-serve"].get("autoscaling", {}).get(
-        "min_node_count") == 1, timeout=15), "autoscaling minimum not restored"
+        "min_node_count") == 1, timeout=60), "autoscaling minimum not restored"
 
     # A pod on the dev pool runs until 03:00 UTC, past the window's end.
     run_seconds = (dt.datetime(2027, 3, 28, 3, 0, tzinfo=UTC) - now(sandbox)).total_seconds()
@@ -160,7 +160,7 @@ def test_a_night_across_a_daylight_saving_change_removes_and_restores_on_time(
                  "containers": [{"name": "train", "image": "us-docker.pkg.dev/acme/train:1",
                                  "env": [{"name": "ACCELOPS_SANDBOX_RUN_SECONDS",
                                           "value": str(int(run_seconds))}]}]}})
-    assert wait_for(lambda: phase(core) == "Running", timeout=15)
+    assert wait_for(lambda: phase(core) == "Running", timeout=60)
 
     # 03:50 CEST = 01:50 UTC: still on-hours, though the wall clock read 02:50 CET an
     # hour earlier. Nothing goes before 04:00 CEST.

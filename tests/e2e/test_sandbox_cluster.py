@@ -172,7 +172,7 @@ class ClusterProcess:
         self.output: list[str] = []
         threading.Thread(target=self._read, daemon=True).start()
         urls: dict[str, str] = {}
-        give_up = time.monotonic() + 30
+        give_up = time.monotonic() + 120  # a bound for a busy machine; ends once both listen
         while not {"kubernetes", "gke"} <= urls.keys():
             assert time.monotonic() < give_up, "sandbox.cluster did not start:\n" + self.log
             try:

@@ -217,7 +217,7 @@ class RequestLoop:
     def __exit__(self, *exc_info: object) -> None:
         self._stop.set()
         for thread in self._threads:
-            thread.join(timeout=10)
+            thread.join(timeout=60)
 
     def _run(self, path: str) -> None:
         with requests.Session() as session:
@@ -265,7 +265,7 @@ def test_a_deployment_becomes_available_and_answers_through_its_service_host_por
     assert [json.loads(line.removeprefix(b"data: "))["index"] for line in rest] == [1, 2]
 
     cluster.apps.delete_namespaced_deployment("toy-lm", NAMESPACE)
-    assert wait_for(lambda: not cluster.pods() and not cluster.launcher.running(), timeout=15)
+    assert wait_for(lambda: not cluster.pods() and not cluster.launcher.running(), timeout=60)
     assert requests.get(cluster.url(), timeout=5).status_code == 503
 
 
@@ -311,7 +311,7 @@ def test_a_version_that_fails_at_start_keeps_the_old_one_serving_until_a_rollbac
                     return status
             return None
 
-        status = wait_for(crash_looping, timeout=15)
+        status = wait_for(crash_looping, timeout=60)
         assert status, [p.status.container_statuses for p in cluster.pods()]
         last = status.last_state.terminated
         assert (last.exit_code, last.reason) == (1, "Error")
@@ -323,7 +323,7 @@ def test_a_version_that_fails_at_start_keeps_the_old_one_serving_until_a_rollbac
 
         cluster.clock.advance(DEADLINE + 1)
         timed_out = wait_for(lambda: condition(cluster.deployment(), "Progressing").reason
-                             == "ProgressDeadlineExceeded", timeout=10)
+                             == "ProgressDeadlineExceeded", timeout=60)
         assert timed_out
         assert condition(cluster.deployment(), "Progressing").status == "False"
 
@@ -375,7 +375,7 @@ def test_a_killed_process_is_restarted_and_serves_again(cluster):
         [status] = pod.status.container_statuses
         return status if status.restart_count == 1 and status.ready else None
 
-    status = wait_for(restarted, timeout=15)
+    status = wait_for(restarted, timeout=60)
     assert status, cluster.pods()[0].status.container_statuses
     assert (status.last_state.terminated.exit_code,
             status.last_state.terminated.reason) == (137, "Error")
@@ -408,7 +408,7 @@ def test_pods_beyond_the_process_limit_wait_in_container_creating(tmp_path):
                        and p.status.container_statuses]
             return waiting[0] if len(ready) == 2 and len(waiting) == 1 else None
 
-        pod = wait_for(one_waiting, timeout=15)
+        pod = wait_for(one_waiting, timeout=60)
         assert pod, [p.status for p in cluster.pods()]
         waiting = pod.status.container_statuses[0].state.waiting
         assert waiting.reason == "ContainerCreating"
@@ -418,7 +418,7 @@ def test_pods_beyond_the_process_limit_wait_in_container_creating(tmp_path):
             next(p.metadata.name for p in cluster.pods() if p.status.phase == "Running"),
             NAMESPACE)
         assert wait_for(lambda: len(cluster.launcher.launched) == 3
-                        and cluster.deployment().status.ready_replicas == 2, timeout=15)
+                        and cluster.deployment().status.ready_replicas == 2, timeout=60)
     finally:
         sampling.set()
         sampler.join(timeout=5)
@@ -467,10 +467,10 @@ def test_a_gpu_node_pool_created_through_the_gke_api_becomes_gpu_nodes(tmp_path)
         clock.advance(300)
         name = f"projects/acme/locations/us-central1-a/operations/{operation.name}"
         assert wait_for(lambda: gke.get_operation(name=name).status
-                        == container_v1.Operation.Status.DONE, timeout=15)
+                        == container_v1.Operation.Status.DONE, timeout=60)
         api = config.new_client_from_config(
             config_file=str(kube.write_kubeconfig(tmp_path / "kubeconfig")))
-        nodes = wait_for(lambda: client.CoreV1Api(api).list_node().items, timeout=15)
+        nodes = wait_for(lambda: client.CoreV1Api(api).list_node().items, timeout=60)
         api.close()
     finally:
         simulation.stop()

@@ -240,7 +240,7 @@ def test_operations_finish_on_their_own_when_the_simulated_clock_runs_fast(state
     with start_gke_api(state) as server:
         client_for(server).create_node_pool(parent=CLUSTER, node_pool=tpu_pool())
 
-        assert running.wait(timeout=3)
+        assert running.wait(timeout=30)
     assert state.operations()[0].status == "DONE"
 
 

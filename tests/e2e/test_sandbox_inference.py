@@ -191,9 +191,9 @@ def test_infer_on_the_streaming_model_is_refused_as_triton_refuses_decoupled_mod
 # Runs last: it stops the module's process.
 def test_sigterm_stops_everything_with_exit_code_0(target: InferenceProcess):
     target.process.send_signal(signal.SIGTERM)
-    assert target.process.wait(timeout=15) == 0, target.log
+    assert target.process.wait(timeout=60) == 0, target.log
     # tritonserver and its backend stub share the process group; none may outlive it.
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while True:
         try:
             os.killpg(target.process.pid, 0)
