@@ -13,7 +13,14 @@ greenlet), so the load generator's stop and quit paths are the ones production t
 ``--run-time`` stays as the generous bound of a run whose condition never comes.
 Without ``--until-requests`` the plugin does nothing (a run that ends by SIGTERM).
 
-On a master the statistics are the workers' reports; on a worker the plugin does nothing
+On a master the statistics are the workers' reports, and quitting at once would lose
+some: Locust's ``MasterRunner.quit`` gives the workers a fixed 0.5 s for their final
+report, while each worker first stops its users and runs the test-stop listeners (the
+load generator's flush to Pub/Sub), so on a busy machine the master's count fell short
+of the records published (153 records, 86 counted). So a master stops the test first
+and quits only once every worker has reported after it stopped (a report that arrives
+after the worker's ``client_stopped``, which removes it from the master's list until
+its ``client_ready``; its state is then ``init``). On a worker the plugin does nothing
 (workers stop when their master says so).
 """
 
@@ -26,13 +33,16 @@ from typing import Any
 import gevent
 from locust import events
 from locust.env import Environment
-from locust.runners import WorkerRunner
+from locust.runners import STATE_INIT, MasterRunner, WorkerRunner
 
 logger = logging.getLogger("loadgen.until")
 
 # How often the condition is looked at: often enough that a run overshoots by few
 # requests, seldom enough to cost nothing.
 _POLL = 0.05
+# How long a master waits for its workers' reports after they stopped (they report
+# every 3 s); a bound for a busy machine.
+_FINAL_REPORT_BOUND = 60.0
 
 
 @events.init_command_line_parser.add_listener
@@ -66,12 +76,31 @@ def _watch(environment: Environment, runner: Any = None, **_: Any) -> None:
                 and first_request_at is not None
                 and time.monotonic() - first_request_at >= options.until_seconds)
 
+    stopping: set[str] = set()  # the workers asked to stop, on a master
+    reported: set[str] = set()  # ... and those whose report after stopping arrived
+
+    def on_report(client_id: str, **_: Any) -> None:
+        node = runner.clients.get(client_id)
+        if client_id in stopping and (node is None or node.state == STATE_INIT):
+            reported.add(client_id)
+
     def watch() -> None:
         while not enough():
             gevent.sleep(_POLL)
         total = runner.stats.total
         logger.info("until: %d requests (%d failed) made, shutting down",
                     total.num_requests, total.num_failures)
+        if isinstance(runner, MasterRunner):
+            stopping.update(runner.clients.keys())
+            runner.stop()
+            # Bounded: a worker that never reports makes the counts differ, which the
+            # test then shows, rather than a hang.
+            give_up = time.monotonic() + _FINAL_REPORT_BOUND
+            while not stopping <= reported and time.monotonic() < give_up:
+                gevent.sleep(_POLL)
+            logger.info("until: final reports from %d of %d workers", len(reported),
+                        len(stopping))
         runner.quit()
 
+    environment.events.worker_report.add_listener(on_report)
     gevent.spawn(watch)
