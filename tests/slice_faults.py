@@ -27,10 +27,13 @@ _POOLS = "/nodePools"
 SANDBOX_DELAYS = Delays()
 
 
-def control(sandbox: Sandbox, path: str, body: dict[str, Any] | None = None) -> Any:
-    """GET (no body) or POST the sandbox GKE API's control endpoint ``/sandbox/v1/<path>``."""
+def control(sandbox: Sandbox, path: str, body: dict[str, Any] | None = None, *,
+            method: str | None = None) -> Any:
+    """GET (no body) or POST the sandbox GKE API's control endpoint ``/sandbox/v1/<path>``
+    (``method`` for another, e.g. DELETE faults)."""
     request = urllib.request.Request(
-        f"{sandbox.gke_url}/sandbox/v1/{path}", method="POST" if body is not None else "GET",
+        f"{sandbox.gke_url}/sandbox/v1/{path}",
+        method=method or ("POST" if body is not None else "GET"),
         data=json.dumps(body).encode() if body is not None else None,
         headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=10) as response:
