@@ -150,11 +150,21 @@ def test_triton_answers_the_streaming_model_once_when_not_asked_to_stream(
     assert response.json()["num_output_tokens"] == 6
 
 
+@pytest.fixture
+def slow_target() -> Iterator[InferenceProcess]:
+    """A target at 20 ms a token: a stream lasts long enough (2 s for 100 tokens) that
+    threads started a busy machine's scheduling delay apart still overlap."""
+    with inference_target(ms_per_token=20.0) as process:
+        yield process
+
+
 def test_concurrent_streams_advance_together_rather_than_one_after_another(
-        target: InferenceProcess):
-    # 4 streams of 100 tokens at 1 ms each: interleaved they take ~0.1 s, queued ~0.4 s.
+        slow_target: InferenceProcess):
+    # 4 streams of 100 tokens at 20 ms each: interleaved they take ~2 s, queued ~8 s.
     # Only the order of events is checked: every stream has its first token before
-    # any stream has its last.
+    # any stream has its last. (At 1 ms a token a stream lasted 0.1 s, less than the
+    # time a loaded machine took to start the four threads.)
+    target = slow_target
     firsts: list[float] = []
     lasts: list[float] = []
     lock = threading.Lock()
