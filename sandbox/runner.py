@@ -511,7 +511,7 @@ class Sandbox:
 
     def stop_component(self, name: str, timeout: float = 10.0) -> None:
         component = self.components[name]
-        _terminate(component.pid, timeout)
+        _terminate_all([component.pid], timeout)
         deadline = time.monotonic() + timeout
         while any(port_open(p) for p in [component.port, *component.ports.values()]) and (
                 time.monotonic() < deadline):
@@ -647,10 +647,6 @@ def _exited(pid: int) -> bool:
     except ChildProcessError:
         return False
     return done == pid
-
-
-def _terminate(pid: int, timeout: float) -> None:
-    _terminate_all([pid], timeout)
 
 
 def _terminate_all(pids: list[int], timeout: float) -> None:
