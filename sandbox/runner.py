@@ -395,9 +395,10 @@ class Sandbox:
         if "bigquery" in wanted:
             bq_port, bq_grpc_port = free_port(), free_port()
             # Persistent: load-test results outlive `sandbox down`, so runs can be compared.
+            # bqemulator with its SELECT translations remembered (sandbox.bigquery_emulator).
             self.components["bigquery"] = Component(
                 "bigquery", bq_port,
-                [str(Path(python).parent / "bqemulator"), "start",
+                [python, "-m", "sandbox.bigquery_emulator", "start",
                  "--rest-port", str(bq_port), "--grpc-port", str(bq_grpc_port),
                  "--project", PROJECT, "--persistent",
                  "--data-dir", str(self.state_dir / "bigquery"), "--log-level", "warning"],

@@ -29,10 +29,11 @@ class Emulator:
 
 @contextlib.contextmanager
 def bigquery_emulator(log: Path) -> Iterator[Emulator]:
-    """Start an in-memory bqemulator; stop it when the block ends."""
+    """Start an in-memory bqemulator, as the sandbox runs it (sandbox.bigquery_emulator);
+    stop it when the block ends."""
     port = free_port()
-    binary = Path(sys.executable).parent / "bqemulator"
-    argv = [str(binary), "start", "--rest-port", str(port), "--grpc-port", str(free_port()),
+    argv = [sys.executable, "-m", "sandbox.bigquery_emulator", "start", "--rest-port", str(port),
+            "--grpc-port", str(free_port()),
             "--project", PROJECT, "--ephemeral", "--log-level", "warning"]
     with serving(argv, port, log) as process:
         yield Emulator(f"http://127.0.0.1:{port}", process)
