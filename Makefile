@@ -66,12 +66,13 @@ deploy-check: $(STAMP) checkov
 	CHECKPOINT_DISABLE=1 terraform fmt -check -recursive terraform
 
 # The suite in parallel: each module on one worker (a module's sandbox stays its own),
-# one worker per core (an e2e module's sandbox is a dozen busy processes). It prints the
+# one worker per core (an e2e module's sandbox is a dozen busy processes), modules in
+# collection order, the sandbox scenarios first (tests/conftest.py). It prints the
 # 25 slowest tests and writes bench-results/suite.json; a whole-suite run over the budget
 # in pyproject.toml fails. PYTEST_WORKERS=0 runs serially.
 PYTEST_WORKERS ?= auto
 test: lint deploy-check chromium
-	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --durations=25 \
+	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 \
 	  --suite-report=bench-results/suite.json $(PYTEST_ARGS)
 
 # The browser tests alone: the dashboard and an offline report in headless Chromium.

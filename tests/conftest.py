@@ -33,6 +33,28 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                           "(JSON) and fail a whole-suite run over the budget in pyproject.toml")
 
 
+# The order workers take modules in (make test runs xdist with --dist loadfile and
+# --no-loadscope-reorder, so modules go out in collection order): the long sandbox
+# scenarios first, the thousands of quick unit tests last, where they fill in around
+# whichever worker finishes first. xdist's own order (most tests first) sent the
+# one-test demo, two minutes long, out last: a worker ran it alone at the end.
+HEAVIEST_FIRST = ("e2e", "fuzz", "functional", "browser", "unit")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tests = Path(__file__).parent
+
+    def rank(item: pytest.Item) -> int:
+        try:
+            folder = item.path.relative_to(tests).parts[0]
+        except ValueError:
+            return len(HEAVIEST_FIRST)
+        return (HEAVIEST_FIRST.index(folder) if folder in HEAVIEST_FIRST
+                else len(HEAVIEST_FIRST))
+
+    items.sort(key=rank)  # stable: within a folder, files and tests keep their order
+
+
 def pytest_configure(config: pytest.Config) -> None:
     low, high = ports.worker_range(os.environ.get("PYTEST_XDIST_WORKER"))
     os.environ[ports.ENV] = f"{low}-{high}"
