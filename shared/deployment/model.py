@@ -189,6 +189,11 @@ class Service:
     concurrency: int
     max_instances: int
     env: tuple[str, ...]
+    # The distributions its image installs (from PyPI names): what its code imports
+    # and what runs it (gunicorn). Its Dockerfile installs exactly these and what they
+    # need, as uv.lock pins them for the image's Python (system.SERVICE_PYTHONS, Linux
+    # x86_64, the only platform Cloud Run runs): ``deploy generate`` writes that file.
+    requirements: tuple[str, ...]
     grants: tuple[Grant, ...] = ()
     # What its identity may do in the cluster (RBAC, as a function's).
     kube_rules: tuple[KubeRule, ...] = ()

@@ -41,6 +41,7 @@ __all__ = [
     "PUSH_INVOKER",
     "SCHEDULER_JOBS",
     "SERVICES",
+    "SERVICE_PYTHONS",
     "SERVING_NAMESPACE",
     "TOPICS",
     "WORKLOAD_IDENTITIES",
@@ -385,12 +386,26 @@ FUNCTIONS: tuple[Function, ...] = (
     ),
 )
 
+# The Python of the services' images (their Dockerfiles' python:3.11-slim; Linux
+# x86_64, the only platform Cloud Run runs): their requirements install on it alone.
+SERVICE_PYTHONS: tuple[str, ...] = ("3.11",)
+
+# Each service's ``requirements``: the distributions its code imports (its entry
+# module and what that reaches in shared/), tzdata (zoneinfo on a slim image without
+# a time zone database) and, for the two behind gunicorn, gunicorn, which the image
+# runs them with. Its image installs these and what they need, pinned as uv.lock pins
+# them (terraform/generated/services/<name>_requirements.txt); the library itself is
+# not installed, only copied. tests/unit/test_service_images.py holds each list to
+# the service's imports.
 SERVICES: tuple[Service, ...] = (
     Service(
         name="dashboard",
         description="Load-test reports and charts read from the BigQuery views.",
         port=8080, memory="1Gi", cpu="1", concurrency=20, max_instances=5,
         env=_CONFIG_ENV,
+        requirements=("flask", "gunicorn", "matplotlib", "pydantic", "pyyaml", "requests",
+                      "google-api-core", "google-auth", "google-cloud-bigquery",
+                      "google-cloud-storage", "tzdata"),
         grants=(
             Grant("roles/bigquery.dataViewer", "dataset",
                   "read the views (shared/metrics/views.py)"),
@@ -408,6 +423,10 @@ SERVICES: tuple[Service, ...] = (
         # ACCELOPS_JOBS_API_AUDIENCE: the audiences an ID token must name (the
         # service's URL; services/jobs_api/auth.py).
         env=(*_CLUSTER_ENV, "ACCELOPS_JOBS_API_AUDIENCE"),
+        requirements=("flask", "gunicorn", "pydantic", "pyyaml", "requests", "kubernetes",
+                      "google-api-core", "google-auth", "google-cloud-bigquery",
+                      "google-cloud-container", "google-cloud-pubsub",
+                      "google-cloud-storage", "tzdata"),
         # People and CI call it from outside the project's networks; Cloud Run lets
         # only its invokers through, and the service checks their tokens again.
         ingress="all",
@@ -453,6 +472,10 @@ SERVICES: tuple[Service, ...] = (
                     "as a metric record.",
         port=8089, memory="2Gi", cpu="2", concurrency=1, max_instances=1,
         env=("ACCELOPS_PROJECT",),
+        # Locust serves its own web UI (no gunicorn); grpcio: the plugin prepares it
+        # for gevent before the Pub/Sub client loads it.
+        requirements=("locust", "grpcio", "pydantic", "pyyaml", "google-api-core",
+                      "google-auth", "google-cloud-pubsub", "google-cloud-storage", "tzdata"),
         publishes_to=(_T.loadtest_metrics,),
     ),
 )

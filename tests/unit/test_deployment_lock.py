@@ -1,11 +1,15 @@
 """shared.deployment.lock: a deployable requirements file from the lock, for one set
-of distributions on the functions' targets."""
+of distributions on the functions' targets; and shared.deployment.terraform's
+pinned_requirements, which writes one for distributions the project declares."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 
 from shared.deployment.lock import Target, pins, requirements_text
+from shared.deployment.terraform import pinned_requirements
 
 _H = "sha256:" + "0" * 63
 
@@ -115,3 +119,42 @@ def test_a_distribution_only_some_targets_need_says_which_in_a_marker() -> None:
 def test_a_root_the_lock_does_not_hold_is_refused() -> None:
     with pytest.raises(ValueError, match=r"uv\.lock holds no \['missing'\]"):
         pins(LOCK, ("missing",), PY311)
+
+
+PYPROJECT = """
+[project]
+name = "app"
+dependencies = ["app-lib>=1,<2"]
+
+[project.optional-dependencies]
+tools = ["speedup>=6", "needed>=2 ; python_version >= '3.12'"]
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> tuple[Path, Path]:
+    (tmp_path / "pyproject.toml").write_text(PYPROJECT)
+    (tmp_path / "uv.lock").write_text(LOCK)
+    return tmp_path / "pyproject.toml", tmp_path / "uv.lock"
+
+
+def test_a_distribution_declared_only_in_an_extra_may_be_required(
+        project: tuple[Path, Path]) -> None:
+    text = pinned_requirements(("speedup",), ("3.11",), "TOOLS: what the tool imports",
+                               *project)
+    assert text.splitlines()[1] == "# (TOOLS: what the tool imports) and uv.lock (`make lock`):"
+    assert f"speedup==6.0 \\\n    --hash={_hash(11)}\n" in text
+
+
+def test_a_distribution_the_project_does_not_declare_is_refused_though_the_lock_holds_it(
+        project: tuple[Path, Path]) -> None:
+    # Locked only as a dependency of another: the lock pins it, pyproject.toml bounds nothing.
+    with pytest.raises(ValueError, match=r"TOOLS names \['with-extra'\]"):
+        pinned_requirements(("app-lib", "with-extra"), ("3.11",), "TOOLS", *project)
+
+
+def test_a_distribution_declared_for_other_pythons_only_is_refused_on_the_rest(
+        project: tuple[Path, Path]) -> None:
+    assert "needed==2.0" in pinned_requirements(("needed",), ("3.12",), "TOOLS", *project)
+    with pytest.raises(ValueError, match=r"TOOLS names \['needed'\]"):
+        pinned_requirements(("needed",), ("3.11", "3.12"), "TOOLS", *project)
