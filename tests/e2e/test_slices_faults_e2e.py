@@ -113,22 +113,31 @@ def excess(spans: list[tuple[float, float]], limit: int) -> tuple[int, float]:
 def test_a_stockout_holds_a_multi_slice_job_on_the_backoff_schedule_then_it_runs(
     sandbox, custom, core, slices
 ):
-    window = 1800.0
-    opened = control(sandbox, "faults", {"kind": "stockout", "for_seconds": window})
-    end = max(w["until"] for w in opened["stockouts"])
-    start = end - window
+    # The stockout lasts until the test has seen two attempts fail in it, then ends by
+    # the control API: a window of fixed simulated length (1800 s, 12 real seconds here)
+    # closed before a machine shared with a CPU-bound job had got the request to its
+    # first create, and nothing failed at all.
+    opened = control(sandbox, "faults", {"kind": "stockout", "for_seconds": 86400.0})
+    start = max(w["until"] for w in opened["stockouts"]) - 86400.0
     publish(request("stockout", slices=3, run_seconds=300))
     name = jobset_name(custom, "stockout")
     names = [pool_name("research", name, i) for i in range(3)]
 
-    shown = wait_for(lambda: slice_failure(custom, "stockout"))
-    warned = wait_for(lambda: failure_events(core, name))
+    shown = wait_for(lambda: slice_failure(custom, "stockout"), timeout=120)
+    warned = wait_for(lambda: failure_events(core, name), timeout=120)
+    twice = wait_for(lambda: len(failure_events(core, name)) >= 2, timeout=120)
+    # Every operation started before ``end`` started inside the stockout; it ended by
+    # ``start + window`` at the latest, which bounds the window the backoff allows attempts in.
+    end = sim_now(sandbox)
+    control(sandbox, "faults", method="DELETE")
+    window = sim_now(sandbox) - start
     cleared = wait_for(lambda: slice_failure(custom, "stockout") is None, timeout=60)
     still_running = finished(jobset(custom, "stockout")) is None
     outcome = wait_for(lambda: finished(jobset(custom, "stockout")), timeout=60)
     reaped = wait_for(lambda: not set(names) & set(pools()), timeout=60)
 
     assert shown is not None
+    assert twice, "a second attempt should fail while the stockout lasts"
     assert STOCKOUT_MESSAGE in shown["message"]
     assert warned
     assert STOCKOUT_MESSAGE in warned[0].message
