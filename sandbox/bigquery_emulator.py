@@ -11,8 +11,12 @@ emulator alone took a whole core.
 
 The passes depend on the text, the project, the caller and the catalog (tables, views
 and their schemas, row access policies). So a ``SELECT`` is translated once per
-catalog *generation*: every catalog write other than a job's record starts a new
-one, and a translation that saw a write while it ran is not kept. Statements whose
+catalog *generation*: every catalog write starts a new one, and a translation that saw
+a write while it ran is not kept — except the writes no translation reads: a job's
+record, a time-travel snapshot, and a table's statistics (row and byte counts,
+modification time, etag), which every streamed insert updates. (Only
+``INFORMATION_SCHEMA`` and time travel read those, and neither is remembered.) Without
+that exception a sandbox receiving load-test rows translated every query afresh. Statements whose
 translation depends on more than that are translated every time: time travel
 (``FOR SYSTEM_TIME``), ``INFORMATION_SCHEMA`` (expanded from the catalog's contents),
 anything while a materialized view exists (reading one refreshes it first), and all
@@ -32,7 +36,7 @@ from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-__all__ = ["Memo", "install", "main"]
+__all__ = ["Memo", "install", "main", "statistics_only"]
 
 # Distinct SELECTs a sandbox runs are few (each function's, the views', the tests');
 # the bound is for a fuzz run that sends thousands.
@@ -43,6 +47,10 @@ _SELECT = re.compile(r"\s*(?:--[^\n]*\n\s*|/\*.*?\*/\s*)*\(?\s*(?:SELECT|WITH)\b
 _UNCACHED = ("SYSTEM_TIME", "INFORMATION_SCHEMA")
 # Catalog methods that only read, and the jobs' own records (written by every query).
 _READS = ("get_", "list_", "ensure_ready")
+# Writes whose records no translation reads: jobs' and time-travel snapshots'.
+_UNREAD = ("job", "snapshot")
+# What a streamed insert or DML changes on a table; no pass that is remembered reads it.
+_STATISTICS = frozenset({"num_rows", "num_bytes", "last_modified_time", "etag"})
 
 
 class Memo:
@@ -79,15 +87,26 @@ def cacheable(sql: str) -> bool:
     return bool(_SELECT.match(sql)) and not any(word in upper for word in _UNCACHED)
 
 
+def statistics_only(old: Any, new: Any) -> bool:
+    """Whether a table update changes nothing but the table's statistics."""
+    return old is not None and (old.model_dump(exclude=_STATISTICS)
+                                == new.model_dump(exclude=_STATISTICS))
+
+
 def _watch_writes(cls: type, memo: Memo) -> None:
     """Start a new generation around every catalog write (before it, so a translation
     running across it is not kept; after it, so none made before it is used)."""
     for name in [n for n in vars(cls) if not n.startswith("_")]:
         method = getattr(cls, name)
-        if not callable(method) or name.startswith(_READS) or "job" in name:
+        if not callable(method) or name.startswith(_READS) or any(w in name for w in _UNREAD):
             continue
 
-        def write(self: Any, *args: Any, __method: Any = method, **kwargs: Any) -> Any:
+        def write(self: Any, *args: Any, __method: Any = method, __name: str = name,
+                  **kwargs: Any) -> Any:
+            if __name == "update_table" and args and statistics_only(
+                    self.get_table(args[0].project_id, args[0].dataset_id, args[0].table_id),
+                    args[0]):
+                return __method(self, *args, **kwargs)
             memo.changed()
             try:
                 return __method(self, *args, **kwargs)

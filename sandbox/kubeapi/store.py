@@ -58,7 +58,6 @@ the event is delivered by that thread, shortly after the write returns.
 
 from __future__ import annotations
 
-import copy
 import logging
 import random
 import threading
@@ -71,6 +70,7 @@ from typing import Any, Literal, NamedTuple, Protocol
 from sandbox.kubeapi import custom_resources, resources
 from sandbox.kubeapi import field_errors as fe
 from sandbox.kubeapi.builtin_validation import check_builtin
+from sandbox.kubeapi.copies import deep_copy
 from sandbox.kubeapi.errors import ApiError, JsonObject
 from sandbox.kubeapi.patch import PatchType, apply_patch, apply_patch_body
 from sandbox.kubeapi.podlogs import PodLogs
@@ -212,7 +212,7 @@ class ObjectStore:
     def _emit(self, event: EventType, obj: JsonObject) -> None:
         if obj.get("kind") == CRD_KIND:
             self._crd_serial += 1
-        self._pending.append((event, copy.deepcopy(obj)))
+        self._pending.append((event, deep_copy(obj)))
 
     def _drain(self) -> None:
         with self._lock:
@@ -229,7 +229,7 @@ class ObjectStore:
                     listeners = list(self._listeners)
                 for listener in listeners:
                     try:
-                        listener(event, copy.deepcopy(obj))
+                        listener(event, deep_copy(obj))
                     except Exception:
                         log.exception("store listener %r failed on %s", listener, event)
         except BaseException:
@@ -248,7 +248,7 @@ class ObjectStore:
     def get(self, group: str, resource: str, name: str, namespace: str = "") -> JsonObject:
         """A copy of one object; 404 ApiError when absent."""
         with self._lock:
-            return copy.deepcopy(self._get_locked(group, resource, name, namespace))
+            return deep_copy(self._get_locked(group, resource, name, namespace))
 
     def try_get(
         self, group: str, resource: str, name: str, namespace: str = ""
@@ -256,7 +256,7 @@ class ObjectStore:
         """A copy of one object, or None."""
         with self._lock:
             obj = self._buckets.get((group, resource), {}).get((namespace, name))
-            return copy.deepcopy(obj) if obj is not None else None
+            return deep_copy(obj) if obj is not None else None
 
     def list(
         self,
@@ -301,13 +301,13 @@ class ObjectStore:
             raise ApiError.bad_request(str(exc)) from exc
         with self._lock:
             bucket = self._buckets.get((group, resource), {})
-            items = [
-                copy.deepcopy(obj)
+            items = deep_copy([  # one copy of the whole list: less per call than each
+                obj
                 for (ns, _), obj in sorted(bucket.items())
                 if (namespace is None or ns == namespace)
                 and labels.matches(obj.get("metadata", {}).get("labels"))
                 and fields.matches(obj)
-            ]
+            ])
             return items, str(self._rv)
 
     def kind_of(self, group: str, resource: str) -> str:
@@ -343,7 +343,7 @@ class ObjectStore:
         """Store a new object (``generateName`` honoured); returns the stored copy."""
         try:
             with self._lock:
-                return copy.deepcopy(self._create_locked(
+                return deep_copy(self._create_locked(
                     group, resource, obj, namespace, admission=admission, dry_run=dry_run))
         finally:
             self._drain()
@@ -393,9 +393,9 @@ class ObjectStore:
         try:
             with self._lock:
                 current = self._get_locked(group, resource, name, namespace)
-                patched = apply_patch_body(patch_type, copy.deepcopy(current), body)
+                patched = apply_patch_body(patch_type, deep_copy(current), body)
                 self._check_identity(group, resource, patched, name, namespace)
-                return copy.deepcopy(self._update_locked(
+                return deep_copy(self._update_locked(
                     group, resource, patched, subresource, admission, dry_run))
         finally:
             self._drain()
@@ -420,7 +420,7 @@ class ObjectStore:
             )
         if not isinstance(body, dict):
             raise ApiError.bad_request("apply patch body must be an object")
-        body = copy.deepcopy(body)
+        body = deep_copy(body)
         meta = _metadata(body)
         if meta.get("name") not in (None, name):
             raise ApiError.bad_request(
@@ -439,12 +439,12 @@ class ObjectStore:
                     fresh_meta.pop("resourceVersion", None)
                     created = self._create_locked(group, resource, fresh, namespace or None,
                                                   admission=admission, dry_run=dry_run)
-                    return copy.deepcopy(created), True
-                patched = apply_patch(copy.deepcopy(current), body)
+                    return deep_copy(created), True
+                patched = apply_patch(deep_copy(current), body)
                 self._check_identity(group, resource, patched, name, namespace)
                 updated = self._update_locked(group, resource, patched, subresource,
                                               admission, dry_run)
-                return copy.deepcopy(updated), False
+                return deep_copy(updated), False
         finally:
             self._drain()
 
@@ -490,7 +490,7 @@ class ObjectStore:
             return {
                 "resourceVersion": self._rv,
                 "objects": [
-                    {"group": group, "resource": resource, "object": copy.deepcopy(obj)}
+                    {"group": group, "resource": resource, "object": deep_copy(obj)}
                     for (group, resource), bucket in sorted(self._buckets.items())
                     for _, obj in sorted(bucket.items())
                 ],
@@ -502,7 +502,7 @@ class ObjectStore:
             self._buckets = {}
             highest = int(snapshot.get("resourceVersion", 0))
             for entry in snapshot.get("objects", []):
-                obj = copy.deepcopy(entry["object"])
+                obj = deep_copy(entry["object"])
                 meta = obj["metadata"]
                 key = (meta.get("namespace", ""), meta["name"])
                 self._buckets.setdefault((entry["group"], entry["resource"]), {})[key] = obj
@@ -612,7 +612,7 @@ class ObjectStore:
         admission: Admission | None = None,
         dry_run: bool = False,
     ) -> JsonObject:
-        new = copy.deepcopy(obj)
+        new = deep_copy(obj)
         meta = _metadata(new)
         ns = self._resolve_namespace(group, resource, meta, namespace)
         if meta.get("resourceVersion"):
@@ -683,7 +683,7 @@ class ObjectStore:
         admission: Admission | None = None,
         dry_run: bool = False,
     ) -> JsonObject:
-        new = copy.deepcopy(obj)
+        new = deep_copy(obj)
         meta = _metadata(new)
         name = meta.get("name")
         if not isinstance(name, str) or not name:
@@ -702,7 +702,7 @@ class ObjectStore:
             with self._lock:
                 ns = self._resolve_namespace(group, resource, meta, namespace)
                 self._check_identity(group, resource, new, name, ns)
-                return copy.deepcopy(self._update_locked(
+                return deep_copy(self._update_locked(
                     group, resource, new, subresource, admission, dry_run))
         finally:
             self._drain()
@@ -737,18 +737,18 @@ class ObjectStore:
             )
         if admission is not None:
             custom_resources.decode_resource(group, resource, new)
-            new = admission.mutate("UPDATE", copy.deepcopy(old), new)
+            new = admission.mutate("UPDATE", deep_copy(old), new)
 
         if subresource == "status":
-            result = copy.deepcopy(old)
+            result = deep_copy(old)
             if new.get("status") is None:
                 result.pop("status", None)
             else:
-                result["status"] = copy.deepcopy(new["status"])
+                result["status"] = deep_copy(new["status"])
         else:
-            result = copy.deepcopy(new)
+            result = deep_copy(new)
             if "status" in old:
-                result["status"] = copy.deepcopy(old["status"])
+                result["status"] = deep_copy(old["status"])
             else:
                 result.pop("status", None)
             result_meta = result["metadata"]
@@ -792,7 +792,7 @@ class ObjectStore:
             generation += 1
         result_meta["generation"] = generation
         if admission is not None:
-            admission.validate("UPDATE", copy.deepcopy(old), result)
+            admission.validate("UPDATE", deep_copy(old), result)
         if result == old:
             return old  # nothing changed: no new resourceVersion, no event
         if dry_run:
@@ -813,7 +813,7 @@ class ObjectStore:
 
     def _delete_preview(self, current: JsonObject) -> DeleteResult:
         """What a delete would answer, without deleting (dry run)."""
-        preview = copy.deepcopy(current)
+        preview = deep_copy(current)
         meta = preview["metadata"]
         if meta.get("finalizers") or preview.get("kind") == "Namespace":
             meta.setdefault("deletionTimestamp", self.now())
@@ -827,7 +827,7 @@ class ObjectStore:
         meta = obj["metadata"]
         if meta.get("finalizers"):
             if not meta.get("deletionTimestamp"):
-                marked = copy.deepcopy(obj)
+                marked = deep_copy(obj)
                 marked["metadata"]["deletionTimestamp"] = self.now()
                 marked["metadata"]["deletionGracePeriodSeconds"] = 0
                 marked["metadata"]["resourceVersion"] = self._next_rv()
@@ -836,7 +836,7 @@ class ObjectStore:
                 obj = marked
             return DeleteResult(obj, True)
         del self._buckets[(group, resource)][(ns, name)]
-        gone = copy.deepcopy(obj)
+        gone = deep_copy(obj)
         gone["metadata"]["resourceVersion"] = self._next_rv()
         self._emit("DELETED", gone)
         if finish_namespace:
@@ -855,7 +855,7 @@ class ObjectStore:
     def _delete_namespace_locked(self, name: str) -> DeleteResult:
         ns_obj = self._buckets[_NS][("", name)]
         if not ns_obj["metadata"].get("deletionTimestamp"):
-            marked = copy.deepcopy(ns_obj)
+            marked = deep_copy(ns_obj)
             marked["metadata"]["deletionTimestamp"] = self.now()
             status = marked.get("status") if isinstance(marked.get("status"), dict) else {}
             assert isinstance(status, dict)
@@ -884,7 +884,7 @@ class ObjectStore:
         ):
             return None
         del self._buckets[_NS][("", namespace)]
-        gone = copy.deepcopy(ns_obj)
+        gone = deep_copy(ns_obj)
         gone["metadata"]["resourceVersion"] = self._next_rv()
         self._emit("DELETED", gone)
         return gone

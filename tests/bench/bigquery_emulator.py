@@ -5,8 +5,10 @@ and as bqemulator runs alone (the baseline), in the same run.
 Each emulator gets the metrics schema and then runs ``BENCH_QUERIES`` (default 20) times
 each of: ``team_usage``'s query of ``job_usage_daily`` (a view of common table
 expressions, every five simulated minutes in the sandbox), a parameterised read of
-``job_events`` (what the e2e tests poll), and a one-row insert (ingest_metrics' writes,
-which the memo does not touch). Figures: the emulator process's own CPU (user+sys from
+``job_events`` (what the e2e tests poll), a one-row insert (ingest_metrics' writes,
+which the memo does not touch), and an insert followed by the team_usage query (a
+sandbox receiving load-test rows: an insert changes only the table's statistics, which
+must not make the next query translate afresh). Figures: the emulator process's own CPU (user+sys from
 /proc) and the client's wall time per call, first call and median of the rest. Prints
 them and writes ``bench-results/bigquery_emulator.json``.
 """
@@ -83,6 +85,10 @@ def measure(command: list[str], workdir: Path) -> dict[str, dict[str, float]]:
             "read of job_events by request id": _measure(process.pid, lambda: bigquery.query(
                 PROJECT, f"SELECT * FROM {events} WHERE request_id = @id", {"id": "x"})),
             "one-row insert into requests": _measure(process.pid, insert),
+            # A sandbox under load: rows arrive between the ticks' queries.
+            "insert, then the team_usage query": _measure(process.pid, lambda: (
+                insert(), bigquery.query(PROJECT, usage_query(names),
+                                         usage_params(["research"], now)))),
         }
 
 

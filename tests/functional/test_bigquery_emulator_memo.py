@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
@@ -22,7 +23,9 @@ from google.api_core.exceptions import GoogleAPICallError
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import bigquery
 
-from sandbox.bigquery_emulator import cacheable
+from bqemulator.catalog.models import TableFieldSchema, TableMeta, TableSchema
+
+from sandbox.bigquery_emulator import cacheable, statistics_only
 from tests.bigquery_fixtures import PROJECT
 
 
@@ -91,6 +94,41 @@ def test_a_table_deleted_after_a_query_read_it_is_refused_by_that_same_query(dat
 
     with pytest.raises(GoogleAPICallError, match="t"):
         rows(client, sql)
+
+
+def test_rows_streamed_between_two_runs_of_the_same_select_are_counted_by_the_second(
+    dataset,
+):
+    client, ds = dataset
+    numbers(client, f"{ds}.t", range(3))
+    sql = f"SELECT COUNT(*) AS n, SUM(a) AS total FROM `{ds}.t`"
+    assert rows(client, sql) == [{"n": 3, "total": 3}]
+
+    assert client.insert_rows_json(f"{ds}.t", [{"a": 10}, {"a": 20}]) == []
+
+    assert rows(client, sql) == [{"n": 5, "total": 33}]
+
+
+def table(**changes: Any) -> TableMeta:
+    made = datetime(2026, 11, 28, tzinfo=UTC)
+    return TableMeta(project_id=PROJECT, dataset_id="d", table_id="t", creation_time=made,
+                     last_modified_time=made, etag="e1",
+                     schema=TableSchema(fields=(TableFieldSchema(name="a", type="INT64"),))
+                     ).model_copy(update=changes)
+
+
+@pytest.mark.parametrize(("changes", "statistics"), [
+    ({"num_rows": 5, "num_bytes": 40, "etag": "e2",
+      "last_modified_time": datetime(2026, 11, 29, tzinfo=UTC)}, True),
+    ({"schema_": TableSchema(fields=(TableFieldSchema(name="b", type="STRING"),))}, False),
+    ({"view_query": "SELECT 1 AS a", "table_type": "VIEW"}, False),
+    ({"num_rows": 5, "description": "x"}, False),
+])
+def test_only_an_update_of_row_counts_and_times_keeps_the_remembered_translations(
+    changes, statistics,
+):
+    assert statistics_only(table(), table(**changes)) is statistics
+    assert statistics_only(None, table(**changes)) is False
 
 
 def test_the_same_select_with_other_parameters_answers_for_those_parameters(dataset):
