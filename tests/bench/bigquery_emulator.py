@@ -8,9 +8,9 @@ expressions, every five simulated minutes in the sandbox), a parameterised read 
 ``job_events`` (what the e2e tests poll), a one-row insert (ingest_metrics' writes,
 which the memo does not touch), and an insert followed by the team_usage query (a
 sandbox receiving load-test rows: an insert changes only the table's statistics, which
-must not make the next query translate afresh). Figures: the emulator process's own CPU (user+sys from
-/proc) and the client's wall time per call, first call and median of the rest. Prints
-them and writes ``bench-results/bigquery_emulator.json``.
+must not make the next query translate afresh). Figures: the emulator process's own
+CPU (user+sys from /proc) and the client's wall time per call, first call and median of
+the rest. Prints them and writes ``bench-results/bigquery_emulator.json``.
 """
 
 from __future__ import annotations
@@ -79,16 +79,18 @@ def measure(command: list[str], workdir: Path) -> dict[str, dict[str, float]]:
                 "request_type": "POST", "request_name": "/x", "response_time": 1.0,
                 "start_time": now.isoformat()}], [key])
 
+        def insert_then_query() -> None:
+            """A sandbox under load: rows arrive between the ticks' queries."""
+            insert()
+            bigquery.query(PROJECT, usage_query(names), usage_params(["research"], now))
+
         return {
             "team_usage query (job_usage_daily)": _measure(process.pid, lambda: bigquery.query(
                 PROJECT, usage_query(names), usage_params(["research"], now))),
             "read of job_events by request id": _measure(process.pid, lambda: bigquery.query(
                 PROJECT, f"SELECT * FROM {events} WHERE request_id = @id", {"id": "x"})),
             "one-row insert into requests": _measure(process.pid, insert),
-            # A sandbox under load: rows arrive between the ticks' queries.
-            "insert, then the team_usage query": _measure(process.pid, lambda: (
-                insert(), bigquery.query(PROJECT, usage_query(names),
-                                         usage_params(["research"], now)))),
+            "insert, then the team_usage query": _measure(process.pid, insert_then_query),
         }
 
 

@@ -18,12 +18,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from bqemulator.catalog.models import TableFieldSchema, TableMeta, TableSchema
 from google.api_core.client_options import ClientOptions
 from google.api_core.exceptions import GoogleAPICallError
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import bigquery
-
-from bqemulator.catalog.models import TableFieldSchema, TableMeta, TableSchema
 
 from sandbox.bigquery_emulator import cacheable, statistics_only
 from tests.bigquery_fixtures import PROJECT
