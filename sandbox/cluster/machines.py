@@ -1,8 +1,8 @@
 """What a node pool's machine type and accelerators mean for its Nodes.
 
-Compute Engine sizes (vCPUs, GiB) of the machine types TPU and GPU pools use,
-the TPU facts of a TPU machine type (from the project's TPU catalogue), and
-the GPUs of a node config's ``accelerators`` — the inputs
+Compute Engine sizes (vCPUs, GiB) of the machine types TPU and GPU pools use, the TPU
+facts of a TPU machine type (the sandbox's own: :mod:`sandbox.gke.tpu_facts`), and the
+GPUs of a node config's ``accelerators`` — the inputs
 :mod:`sandbox.cluster.nodes` builds a Node's labels, taints and resources from.
 """
 
@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from shared.tpu import machine_shapes
+from sandbox.gke import tpu_facts
 
 __all__ = ["DEFAULT_SIZE", "MACHINE_SIZES", "TpuMachine", "gpu_accelerators", "tpu_machine"]
 
@@ -48,12 +48,12 @@ class TpuMachine:
 
 
 def tpu_machine(machine_type: str) -> TpuMachine | None:
-    """The TPU facts of a machine type (from the catalogue), or None for a non-TPU machine."""
-    shapes = machine_shapes(machine_type)
-    if not shapes:
+    """The TPU facts of a machine type, or None for a non-TPU machine."""
+    machine = tpu_facts.tpu_machine(machine_type)
+    if machine is None:
         return None
-    single = [shape.topology for shape in shapes if shape.vms == 1]
-    return TpuMachine(shapes[0].accelerator, shapes[0].chips_per_vm,
+    single = machine.single_host
+    return TpuMachine(machine.accelerator, machine.chips_per_vm,
                       single[0] if len(single) == 1 else None)
 
 

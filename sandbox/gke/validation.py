@@ -1,4 +1,4 @@
-"""Node pool validation the way GKE does it, derived from the TPU catalogue.
+"""Node pool validation the way GKE does it, from the sandbox's own TPU facts.
 
 Pure functions over node pool JSON (camelCase, proto3 JSON form as the REST
 client sends it). Each refusal is an INVALID_ARGUMENT :class:`GkeError` whose
@@ -6,11 +6,10 @@ message names the offending field (``nodePool.config.machineType``, ...).
 
 TPU rules (see the project's TPU facts):
 
-* the machine type must exist: every TPU machine type of :func:`shared.tpu.catalogue`
-  plus a few CPU machine types;
-* ``placementPolicy.tpuTopology``, when given, must be a topology of that machine
-  type (the catalogue rows with this machine type, plus the larger v4 / v5p slices
-  :func:`shared.tpu.lookup` derives);
+* the machine type must exist: every TPU machine type of
+  :mod:`sandbox.gke.tpu_facts` plus a few CPU machine types;
+* ``placementPolicy.tpuTopology``, when given, must be a topology GKE offers for that
+  machine type (its tables' rows, plus the larger v4 / v5p slices);
 * a multi-host topology (more than one VM) needs ``initialNodeCount`` equal to its
   VM count, placement type COMPACT and autoscaling off, and can only be resized to
   0 or to the full VM count. Single-host TPU machine types need no topology.
@@ -21,12 +20,10 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
 from sandbox.gke.errors import invalid_argument
-from shared.tpu import UnknownTpuTypeError, catalogue, lookup
+from sandbox.gke.tpu_facts import TpuMachine, accepts_topology, tpu_machine, tpu_machines
 
 __all__ = [
     "CPU_MACHINE_TYPES",
@@ -68,39 +65,8 @@ _TOPOLOGY = re.compile(r"[1-9][0-9]*(?:x[1-9][0-9]*){1,2}")
 _COMPACT = ("COMPACT", 1)
 
 
-@dataclass(frozen=True, slots=True)
-class TpuMachine:
-    """A TPU machine type as the catalogue describes it."""
-
-    machine_type: str
-    family: str  # "v4", "v5e", "v5p", "v6e"
-    type_prefix: str  # prefix of the catalogue's type names: "v5litepod", "v4", ...
-    accelerator: str
-    chips_per_vm: int
-    topologies: tuple[str, ...]  # explicit catalogue rows, in table order
-
-
-@cache
-def _tpu_machines() -> dict[str, TpuMachine]:
-    rows: dict[str, list[Any]] = {}
-    for shape in catalogue():
-        entry = rows.setdefault(shape.machine_type, [shape, []])
-        if shape.topology not in entry[1]:
-            entry[1].append(shape.topology)
-    return {
-        machine: TpuMachine(machine, shape.family, shape.type.rpartition("-")[0],
-                            shape.accelerator, shape.chips_per_vm, tuple(topologies))
-        for machine, (shape, topologies) in rows.items()
-    }
-
-
-def tpu_machine(machine_type: str) -> TpuMachine | None:
-    """The TPU machine type's catalogue facts, or None for a non-TPU machine type."""
-    return _tpu_machines().get(machine_type)
-
-
 def known_machine_types() -> frozenset[str]:
-    return CPU_MACHINE_TYPES | frozenset(_tpu_machines())
+    return CPU_MACHINE_TYPES | frozenset(tpu_machines())
 
 
 def _chips(topology: str) -> int:
@@ -109,21 +75,7 @@ def _chips(topology: str) -> int:
 
 def is_valid_topology(machine_type: str, topology: str) -> bool:
     """Whether GKE accepts ``topology`` for a TPU node pool of ``machine_type``."""
-    machine = tpu_machine(machine_type)
-    if machine is None or not _TOPOLOGY.fullmatch(topology):
-        return False
-    if topology in machine.topologies:
-        return True
-    # Larger slices the catalogue derives (v4 / v5p names count TensorCores).
-    chips = _chips(topology)
-    for size in (chips, 2 * chips):
-        try:
-            shape = lookup(f"{machine.type_prefix}-{size}")
-        except UnknownTpuTypeError:
-            continue
-        if (shape.machine_type, shape.topology, shape.chips) == (machine_type, topology, chips):
-            return True
-    return False
+    return bool(_TOPOLOGY.fullmatch(topology)) and accepts_topology(machine_type, topology)
 
 
 def machine_type_of(pool: Mapping[str, Any]) -> str:
@@ -170,7 +122,7 @@ def validate_node_pool(pool: Mapping[str, Any], prefix: str = "nodePool") -> Non
         raise invalid_argument(
             f"{prefix}.config.machineType", machine_type,
             f"Machine type '{machine_type}' does not exist; TPU machine types are "
-            f"{', '.join(sorted(_tpu_machines()))}.")
+            f"{', '.join(sorted(tpu_machines()))}.")
     count = _int(pool.get("initialNodeCount"), f"{prefix}.initialNodeCount")
     if count < 0:
         raise invalid_argument(f"{prefix}.initialNodeCount", count, "Must be non-negative.")

@@ -25,6 +25,16 @@ DEFAULT_MAX_BACKOFF = 600.0
 PUSH_DEFAULT_MIN_BACKOFF = 0.1
 PUSH_DEFAULT_MAX_BACKOFF = 60.0
 MAX_PULL_MESSAGES = 1000
+#: Publish limits (https://cloud.google.com/pubsub/quotas#resource_limits): 100 attributes
+#: per message, keys of at most 256 bytes, values of at most 1,024 bytes; 10 MB of data
+#: per message, and 1,000 messages and 10 MB per publish request. The stand-in's own copy,
+#: not the library's (shared/pubsub.py): a wrong limit there must not pass on both sides
+#: (tests/unit/test_stand_in_facts.py compares them).
+MAX_ATTRIBUTES = 100
+ATTRIBUTE_KEY_MAX_BYTES = 256
+ATTRIBUTE_MAX_BYTES = 1024
+MAX_MESSAGE_BYTES = 10_000_000
+MAX_PUBLISH_MESSAGES = 1000
 
 #: Attributes the real service adds to a dead-lettered message.
 DEAD_LETTER_ATTRIBUTES = (

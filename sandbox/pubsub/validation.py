@@ -15,24 +15,22 @@ from urllib.parse import urlsplit
 from sandbox.pubsub import names
 from sandbox.pubsub.errors import InvalidArgumentError
 from sandbox.pubsub.model import (
+    ATTRIBUTE_KEY_MAX_BYTES,
+    ATTRIBUTE_MAX_BYTES,
     DEFAULT_ACK_DEADLINE,
     DEFAULT_DELIVERY_ATTEMPTS,
     DEFAULT_MAX_BACKOFF,
     DEFAULT_MIN_BACKOFF,
     MAX_ACK_DEADLINE,
+    MAX_ATTRIBUTES,
     MAX_BACKOFF,
     MAX_DELIVERY_ATTEMPTS,
+    MAX_MESSAGE_BYTES,
+    MAX_PUBLISH_MESSAGES,
     MIN_ACK_DEADLINE,
     MIN_DELIVERY_ATTEMPTS,
     RetryPolicy,
     SubscriptionConfig,
-)
-from shared.pubsub import (
-    ATTRIBUTE_KEY_MAX_BYTES,
-    ATTRIBUTE_MAX_BYTES,
-    MAX_ATTRIBUTES,
-    MAX_MESSAGE_BYTES,
-    MAX_PUBLISH_MESSAGES,
 )
 
 #: One message of a publish request: data, attributes, ordering key.
