@@ -16,11 +16,11 @@ a write while it ran is not kept — except the writes no translation reads: a j
 record, a time-travel snapshot, and a table's statistics (row and byte counts,
 modification time, etag), which every streamed insert updates. (Only
 ``INFORMATION_SCHEMA`` and time travel read those, and neither is remembered.) Without
-that exception a sandbox receiving load-test rows translated every query afresh. Statements whose
-translation depends on more than that are translated every time: time travel
-(``FOR SYSTEM_TIME``), ``INFORMATION_SCHEMA`` (expanded from the catalog's contents),
-anything while a materialized view exists (reading one refreshes it first), and all
-DML, DDL and scripts. What the emulator accepts, refuses and answers is unchanged:
+that exception a sandbox receiving load-test rows translated every query afresh.
+Statements whose translation depends on more than that are translated every time: time
+travel (``FOR SYSTEM_TIME``), ``INFORMATION_SCHEMA`` (expanded from the catalog's
+contents), anything while a materialized view exists (reading one refreshes it first),
+and all DML, DDL and scripts. What the emulator accepts, refuses and answers is unchanged:
 catalog lookups, parameter binding and DuckDB still run on every query.
 
 Run as ``python -m sandbox.bigquery_emulator start ...`` with bqemulator's own
