@@ -13,9 +13,9 @@ import copy
 from typing import TYPE_CHECKING, Any
 
 from shared.config import AccelopsConfig, parse_config
-from shared.jobs.policy import check_policy
-from shared.jobs.render import render_jobset
-from shared.jobs.request import JobRequest
+from shared.jobspec.policy import check_policy
+from shared.jobspec.render import render_jobset
+from shared.jobspec.request import JobRequest
 
 if TYPE_CHECKING:
     from sandbox.kubeapi import ObjectStore

@@ -22,9 +22,9 @@ from sandbox.kubeapi import KubeApiServer, install_crds, start_kube_api
 from sandbox.pubsub import PubSubServer, SubscriptionConfig, start_pubsub
 from shared import bigquery, kube, pubsub
 from shared.config import load_config
-from shared.jobs.policy import check_policy
-from shared.jobs.render import render_jobset
-from shared.jobs.request import parse_job_request
+from shared.jobspec.policy import check_policy
+from shared.jobspec.render import render_jobset
+from shared.jobspec.request import parse_job_request
 from shared.kube import JOBSETS, NAMESPACES
 from tests.bigquery_fixtures import PROJECT, environment, fresh_dataset
 from tests.jobs_fixtures import CONFIG, JOB_NAMESPACES

@@ -59,7 +59,7 @@ from shared.jobs.api import (
     new_request_id,
 )
 from shared.jobs.callers import Caller
-from shared.jobs.request import REQUEST_LIMITS
+from shared.jobspec.request import REQUEST_LIMITS
 from shared.log import get_logger
 
 __all__ = ["create_app"]
@@ -131,8 +131,8 @@ def create_app(settings: Callable[[], Settings] = Settings.from_env) -> Flask:
     @app.post(JOBS_PATH)
     def submit() -> Response:
         from shared import pubsub
-        from shared.jobs.policy import check_policy
-        from shared.jobs.request import read_job_request
+        from shared.jobspec.policy import check_policy
+        from shared.jobspec.request import read_job_request
 
         who, where, policy = current_caller(), settings(), config()
         job = read_job_request(request.get_data(cache=False))

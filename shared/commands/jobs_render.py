@@ -7,8 +7,8 @@ import argparse
 import yaml
 
 from shared.commands.request_file import config_of, read_request
-from shared.jobs.policy import check_policy
-from shared.jobs.render import render_jobset
+from shared.jobspec.policy import check_policy
+from shared.jobspec.render import render_jobset
 
 __all__ = ["main"]
 

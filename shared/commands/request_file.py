@@ -7,7 +7,7 @@ from pathlib import Path
 
 from shared.config import AccelopsConfig, load_config_from
 from shared.errors import PermanentError
-from shared.jobs.request import JobRequest, read_job_request
+from shared.jobspec.request import JobRequest, read_job_request
 
 __all__ = ["config_of", "read_request"]
 

@@ -37,7 +37,7 @@ from shared.deployment.up import (
     terraform,
     terraform_vars,
 )
-from shared.slices.labels import LABEL_MANAGED_BY, MANAGED_BY
+from shared.jobspec.labels import LABEL_MANAGED_BY, MANAGED_BY
 
 __all__ = ["MANAGED_POOLS_FILTER", "down_plan"]
 

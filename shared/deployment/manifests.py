@@ -49,7 +49,7 @@ PART_OF = {"app.kubernetes.io/part-of": "accelops"}
 TEAM_LABEL = "accelops.dev/team"
 KUEUE = "kueue.x-k8s.io/v1beta1"
 RBAC = "rbac.authorization.k8s.io/v1"
-# Job requests name one of these (shared/jobs/request.py). Kueue admits higher first,
+# Job requests name one of these (shared/jobspec/request.py). Kueue admits higher first,
 # and a team's ClusterQueue lets a job that does not fit evict admitted jobs of lower
 # priority (PREEMPTION): without a WorkloadPriorityClass of its name, Kueue makes no
 # Workload for the JobSet at all.

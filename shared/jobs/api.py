@@ -3,7 +3,7 @@ client (``shared.jobs.api_client``): paths, query parameters, the accepted and e
 bodies, and how the API names a request it was given without an id. Pure.
 
 Job ids in paths are request ids or JobSet names. A request id may contain ``/``
-(``shared.jobs.request``), so the id is percent-encoded by the client and the
+(``shared.jobspec.request``), so the id is percent-encoded by the client and the
 service routes the rest of the path to it.
 """
 

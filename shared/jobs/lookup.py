@@ -37,7 +37,6 @@ from shared.errors import (
     PermissionDeniedError,
     TransientError,
 )
-from shared.jobs.render import ANNOTATION_REQUEST_ID, LABEL_QUEUE, LABEL_REQUEST_KEY
 from shared.jobs.status import (
     Observation,
     explain,
@@ -49,9 +48,10 @@ from shared.jobs.status import (
 )
 from shared.jobs.status_model import JobStatus, JobSummary
 from shared.jobs.status_queue import LABEL_JOB_UID
+from shared.jobspec.labels import JOBSET_NAME_LABEL
+from shared.jobspec.render import ANNOTATION_REQUEST_ID, LABEL_QUEUE, LABEL_REQUEST_KEY
 from shared.kube import JOBSETS, PODS, WORKLOADS, KubeClient, Resource, get_client
 from shared.names import request_key
-from shared.slices.labels import JOBSET_NAME_LABEL
 
 __all__ = ["CLUSTER_QUEUES", "LOCAL_QUEUES", "cancel_job", "find_jobset", "job_logs",
            "job_status", "list_jobs", "team_namespaces"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from shared.errors import PermanentError
-from shared.jobs.request import REQUEST_LIMITS
+from shared.jobspec.request import REQUEST_LIMITS
 from shared.log import get_logger
 
 if TYPE_CHECKING:

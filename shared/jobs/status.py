@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from shared.jobs.render import LABEL_PRIORITY
 from shared.jobs.status_facts import (
     Facts,
     Obj,
@@ -61,6 +60,7 @@ from shared.jobs.status_queue import (
     queue_view,
     workload_chips,
 )
+from shared.jobspec.render import LABEL_PRIORITY
 from shared.slices.model import SliceFailure
 
 __all__ = ["Observation", "explain", "explain_rejection", "job_state", "jobset_ref",

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shared.errors import PermanentError
-from shared.jobs.render import (
+from shared.jobspec.render import (
     ANNOTATION_REQUEST_ID,
     ANNOTATION_TPU_TYPE,
     LABEL_QUEUE,

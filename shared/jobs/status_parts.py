@@ -20,8 +20,8 @@ from shared.jobs.status_facts import (
     when,
 )
 from shared.jobs.status_model import FailureKind, FinishedInfo, SliceFailureInfo, SliceInfo
+from shared.jobspec.labels import ANNOTATION_SLICE_FAILURE
 from shared.names import pool_name
-from shared.slices.labels import ANNOTATION_SLICE_FAILURE
 from shared.slices.model import SliceFailure
 from shared.slices.observe import finished_at, parse_time
 

@@ -23,8 +23,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared.jobs.render import TPU_RESOURCE
 from shared.jobs.status_model import QueueInfo
+from shared.jobspec.render import TPU_RESOURCE
 
 __all__ = ["LABEL_JOB_UID", "QueueView", "is_admitted", "is_finished", "pending_message",
            "preempted_message", "queue_view", "workload_chips"]

@@ -39,9 +39,10 @@ from shared.errors import PermanentError
 from shared.events import PubSubMessage
 from shared.jobs.budget_gate import enforce_budget
 from shared.jobs.emit import publish_job_events
-from shared.jobs.policy import check_policy
 from shared.jobs.rejection import publish_rejection
-from shared.jobs.render import (
+from shared.jobs.telemetry import rejected_event, submitted_event
+from shared.jobspec.policy import check_policy
+from shared.jobspec.render import (
     ANNOTATION_REQUEST_HASH,
     ANNOTATION_REQUEST_ID,
     ANNOTATION_TPU_TYPE,
@@ -49,8 +50,7 @@ from shared.jobs.render import (
     LABEL_REQUEST_KEY,
     render_jobset,
 )
-from shared.jobs.request import read_job_request
-from shared.jobs.telemetry import rejected_event, submitted_event
+from shared.jobspec.request import read_job_request
 from shared.log import get_logger
 
 if TYPE_CHECKING:

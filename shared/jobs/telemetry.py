@@ -38,8 +38,8 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from shared.config import TeamPolicy
 from shared.errors import PermanentError
-from shared.jobs.render import ANNOTATION_REQUEST_ID, ANNOTATION_TPU_TYPE, LABEL_TEAM
-from shared.jobs.request import REQUEST_LIMITS, JobRequest
+from shared.jobspec.render import ANNOTATION_REQUEST_ID, ANNOTATION_TPU_TYPE, LABEL_TEAM
+from shared.jobspec.request import REQUEST_LIMITS, JobRequest
 from shared.metrics.job_event import JobEventRecord, job_event_id
 from shared.metrics.record import parse_instant
 from shared.names import dns_label, short_hash

@@ -24,8 +24,8 @@ from shared.config import AccelopsConfig, Settings, load_config_or_retry
 from shared.errors import AlreadyExistsError, ConflictError, DeploymentError, NotFoundError
 from shared.events import PubSubMessage
 from shared.jobs.budget import USAGE_CONFIGMAP, USAGE_KEY, UsageSnapshot, has_budget
-from shared.jobs.render import LABEL_MANAGED_BY
 from shared.jobs.usage_sql import usage_params, usage_query, usage_snapshot
+from shared.jobspec.render import LABEL_MANAGED_BY
 from shared.kube import CONFIG_MAPS, KubeClient, get_client
 from shared.log import get_logger
 

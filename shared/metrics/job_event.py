@@ -41,7 +41,7 @@ EVENTS: tuple[str, ...] = get_args(EventKind)
 PER_SLICE = frozenset({"slice_requested", "slice_ready", "slice_deleted"})
 Outcome = Literal["succeeded", "failed", "cancelled"]
 
-# Request ids are 1 to 128 characters of [A-Za-z0-9._:/-] (shared/jobs/request.py); a
+# Request ids are 1 to 128 characters of [A-Za-z0-9._:/-] (shared/jobspec/request.py); a
 # rejected message without a readable one is keyed by its Pub/Sub message id.
 _Id = Annotated[str, StringConstraints(min_length=1, max_length=256,
                                        pattern=r"^[A-Za-z0-9][A-Za-z0-9._:/-]*$")]

@@ -12,8 +12,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from shared.jobspec.labels import LABEL_MANAGED_BY, MANAGED_BY
 from shared.schedule.model import PoolView
-from shared.slices.labels import LABEL_MANAGED_BY, MANAGED_BY
 from shared.slices.observe import ACCELERATOR_LABEL, NODEPOOL_LABEL, TOPOLOGY_LABEL
 from shared.tpu import machine_shapes, topology_chips
 

@@ -64,13 +64,13 @@ from typing import TYPE_CHECKING, Any
 
 from shared.config import AccelopsConfig
 from shared.errors import ConfigError, PermanentError
+from shared.jobspec.labels import JOBSET_NAME_LABEL
 from shared.kube import JOBSETS, PODS, KubeClient
 from shared.log import get_logger
 from shared.serving.deploy import DeployOutcome, start_rollout
 from shared.serving.ledger import Ledger, Rollout
 from shared.serving.manifest import DeployManifest
 from shared.serving.triton import snapshot_names
-from shared.slices.labels import JOBSET_NAME_LABEL
 from shared.storage import ObjectInfo
 
 if TYPE_CHECKING:
@@ -129,8 +129,8 @@ def model_server_jobset(config: AccelopsConfig, rollout: Rollout,
     """The model servers of one version as a Kueue-queued JobSet on one TPU slice,
     running as the Saxml identity (Workload Identity), joining the cell whose state
     is under ``sax_root`` and restarting in place however often they crash."""
-    from shared.jobs.policy import check_policy
-    from shared.jobs.request import JobRequest
+    from shared.jobspec.policy import check_policy
+    from shared.jobspec.request import JobRequest
     from shared.tpu import lookup
 
     spec = rollout.spec
@@ -155,7 +155,7 @@ def model_server_jobset(config: AccelopsConfig, rollout: Rollout,
     except PermanentError as exc:
         raise ConfigError(f"the Saxml team's policy refuses its model servers: "
                           f"{exc.message}", field="serving.saxml_team") from exc
-    from shared.jobs.render import render_jobset
+    from shared.jobspec.render import render_jobset
 
     # Restarted in place: the Job API allows a podFailurePolicy only with Never, so the
     # renderer leaves it out, and disruptions are failures the Job replaces a pod for.
@@ -232,7 +232,7 @@ def start_saxml(kube: KubeClient, config: AccelopsConfig, ledger: Ledger, rollou
 def model_servers(kube: KubeClient, config: AccelopsConfig,
                   rollout: Rollout) -> list[dict[str, Any]]:
     """The model-server JobSets of a version (found by its request key)."""
-    from shared.jobs.render import LABEL_REQUEST_KEY
+    from shared.jobspec.render import LABEL_REQUEST_KEY
     from shared.names import request_key
 
     return kube.list(JOBSETS, saxml_namespace(config),

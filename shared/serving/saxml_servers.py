@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from shared.config import AccelopsConfig
 from shared.errors import AlreadyExistsError, ConfigError, ConflictError, PermanentError
+from shared.jobspec.labels import JOBSET_NAME_LABEL
 from shared.kube import JOBSETS, PODS, KubeClient
 from shared.log import get_logger
 from shared.serving.ledger import Ledger, Rollout
@@ -30,7 +31,6 @@ from shared.serving.servers import (
     read_jobset,
     read_pods,
 )
-from shared.slices.labels import JOBSET_NAME_LABEL
 
 __all__ = ["Followed", "follow_servers"]
 

@@ -40,7 +40,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from shared.slices.labels import JOBSET_NAME_LABEL
+from shared.jobspec.labels import JOBSET_NAME_LABEL
 
 __all__ = [
     "MAX_CRASHES",

@@ -22,9 +22,9 @@ from typing import Any
 
 from shared.config import TeamPolicy
 from shared.jobs.telemetry import JobFacts, job_facts
+from shared.jobspec.labels import JOBSET_NAME_LABEL
 from shared.metrics.job_event import Outcome
 from shared.safetext import clean
-from shared.slices.labels import JOBSET_NAME_LABEL
 from shared.slices.observe import parse_time
 
 __all__ = ["KUEUE_JOB_UID_LABEL", "JobState", "job_states", "pod_started_at", "running_at"]

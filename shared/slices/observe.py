@@ -15,8 +15,7 @@ from typing import Any
 from shared.config import SliceConfig
 from shared.errors import PermanentError
 from shared.gke import NodePoolInfo
-from shared.jobs.render import ANNOTATION_TPU_TYPE
-from shared.slices.labels import (
+from shared.jobspec.labels import (
     ANNOTATION_CAPACITY,
     ANNOTATION_PROVISION,
     JOBSET_NAME_LABEL,
@@ -24,6 +23,7 @@ from shared.slices.labels import (
     LABEL_JOBSET_NAMESPACE,
     LABEL_SLICE,
 )
+from shared.jobspec.render import ANNOTATION_TPU_TYPE
 from shared.slices.model import JobSetView, Observed, PoolView
 from shared.tpu import TpuShape, lookup, shape_for
 

@@ -29,8 +29,8 @@ from collections import Counter
 from collections.abc import Collection, Mapping
 
 from shared.config import SliceConfig
+from shared.jobspec.labels import pool_labels
 from shared.names import pool_name
-from shared.slices.labels import pool_labels
 from shared.slices.model import (
     Action,
     CreatePool,

@@ -33,9 +33,9 @@ from shared.errors import (
     RateLimitedError,
     TransientError,
 )
+from shared.jobspec.labels import JOBSET_NAME_LABEL
 from shared.kube import JOBSETS, NODES, PODS, WORKLOADS, KubeClient, get_client
 from shared.log import get_logger
-from shared.slices.labels import JOBSET_NAME_LABEL
 from shared.slices.lifecycle import JobState, job_states
 from shared.slices.model import Action, CreatePool, Observed, OperationInfo, Plan, SliceFailure
 from shared.slices.observe import NODEPOOL_LABEL, build_observed

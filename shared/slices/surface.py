@@ -15,9 +15,9 @@ import time
 from typing import Any
 
 from shared.errors import AccelopsError, AlreadyExistsError
+from shared.jobspec.labels import ANNOTATION_SLICE_FAILURE
 from shared.kube import EVENTS, JOBSETS, KubeClient
 from shared.log import get_logger
-from shared.slices.labels import ANNOTATION_SLICE_FAILURE
 from shared.slices.model import SliceFailure
 
 __all__ = ["EVENT_REASON", "clear_failure", "failure_annotation", "report_failure"]

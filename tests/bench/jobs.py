@@ -50,9 +50,9 @@ from shared.jobs.lookup import (
     list_jobs,
     team_namespaces,
 )
-from shared.jobs.render import ANNOTATION_REQUEST_ID
 from shared.jobs.status import Observation, explain, summarize
 from shared.jobs.status_queue import LABEL_JOB_UID
+from shared.jobspec.render import ANNOTATION_REQUEST_ID
 from shared.kube import JOBSETS, PODS, WORKLOADS
 from shared.names import pool_name
 from shared.slices.record import load_record

@@ -39,8 +39,8 @@ from sandbox.kubeapi import install_crds, start_kube_api
 from sandbox.runner import Sandbox
 from shared import gke, kube
 from shared.config import Settings, load_config
+from shared.jobspec.labels import pool_labels
 from shared.names import pool_name
-from shared.slices.labels import pool_labels
 from shared.slices.reconcile import reconcile
 from tests.bench.polling import wait_until
 from tests.bench.results import REPO, write_results

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from sandbox.idtokens import TokenIssuer
-from shared.jobs.request import REQUEST_LIMITS, read_job_request
+from shared.jobspec.request import REQUEST_LIMITS, read_job_request
 from shared.kube import JOBSETS
 from tests.jobs_api_fixtures import (
     ALICE,

@@ -13,8 +13,8 @@ from shared.deployment import system
 from shared.deployment.cli import repo_root, stale_generated_files
 from shared.deployment.manifests import base_files
 from shared.deployment.terraform import GENERATED_DIR, generated_files
-from shared.jobs.request import JobRequest
 from shared.jobs.submit import REQUEST_LOCK_SECONDS
+from shared.jobspec.request import JobRequest
 from shared.metrics.schema import REQUEST_FIELDS
 
 REPO = repo_root()

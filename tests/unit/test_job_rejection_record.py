@@ -3,7 +3,7 @@ from __future__ import annotations
 from shared.errors import PermanentError
 from shared.events import PubSubMessage
 from shared.jobs.rejection import rejection_record
-from shared.jobs.request import REQUEST_LIMITS
+from shared.jobspec.request import REQUEST_LIMITS
 from shared.pubsub import MAX_ATTRIBUTES, valid_attribute_key
 
 ERROR = PermanentError("tpu.slices: must be at most 4", field="tpu.slices",

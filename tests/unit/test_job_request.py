@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 
 from shared.errors import PermanentError
-from shared.jobs.request import parse_job_request
+from shared.jobspec.request import parse_job_request
 
 
 def test_a_complete_request_parses_with_every_field(request_body: dict[str, Any]):

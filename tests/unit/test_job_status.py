@@ -19,8 +19,8 @@ from shared.jobs.status import (
 )
 from shared.jobs.status_model import JobStatus
 from shared.jobs.status_parts import failure_kind
+from shared.jobspec.labels import ANNOTATION_SLICE_FAILURE
 from shared.names import pool_name
-from shared.slices.labels import ANNOTATION_SLICE_FAILURE
 from shared.slices.model import SliceFailure
 from tests.job_objects import (
     admitted,

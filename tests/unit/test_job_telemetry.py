@@ -9,10 +9,10 @@ import pytest
 
 from shared.config import AccelopsConfig
 from shared.errors import PermanentError
-from shared.jobs.policy import check_policy
-from shared.jobs.render import render_jobset
-from shared.jobs.request import parse_job_request
 from shared.jobs.telemetry import job_facts, record_id, rejected_event, submitted_event, team_of
+from shared.jobspec.policy import check_policy
+from shared.jobspec.render import render_jobset
+from shared.jobspec.request import parse_job_request
 from shared.metrics.job_event import JobEventRecord
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)

@@ -6,8 +6,8 @@ import pytest
 
 from shared.config import AccelopsConfig
 from shared.errors import PermanentError
-from shared.jobs.policy import check_policy
-from shared.jobs.request import parse_job_request
+from shared.jobspec.policy import check_policy
+from shared.jobspec.request import parse_job_request
 from shared.tpu import UnknownTpuTypeError
 
 

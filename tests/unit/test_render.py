@@ -5,9 +5,9 @@ from typing import Any
 import pytest
 
 from shared.config import AccelopsConfig
-from shared.jobs.policy import check_policy
-from shared.jobs.render import render_jobset
-from shared.jobs.request import parse_job_request
+from shared.jobspec.policy import check_policy
+from shared.jobspec.render import render_jobset
+from shared.jobspec.request import parse_job_request
 
 
 def _render(body: dict[str, Any], config: AccelopsConfig, request_id: str = "m-1"):

@@ -65,7 +65,7 @@ def create_pools(gke: GkeState, clock: SimClock, sim: Simulation, *names: str,
 
 
 def training_jobset(name: str, *, max_restarts: int = 0, **kwargs: Any) -> dict[str, Any]:
-    """tpu_jobset with the failure handling shared/jobs/render.py gives every JobSet."""
+    """tpu_jobset with the failure handling shared/jobspec/render.py gives every JobSet."""
     body = tpu_jobset(name, max_restarts=max_restarts, **kwargs)
     body["spec"]["failurePolicy"]["rules"] = [{
         "name": "restartOnHostDisruption", "action": "RestartJobSetAndIgnoreMaxRestarts",

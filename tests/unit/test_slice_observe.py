@@ -6,9 +6,9 @@ from typing import Any
 
 from shared.config import SliceConfig, parse_config
 from shared.gke import NodePoolInfo
-from shared.jobs.policy import check_policy
-from shared.jobs.render import render_jobset
-from shared.jobs.request import parse_job_request
+from shared.jobspec.policy import check_policy
+from shared.jobspec.render import render_jobset
+from shared.jobspec.request import parse_job_request
 from shared.slices.observe import build_observed
 from tests.unit.conftest import CONFIG_YAML
 

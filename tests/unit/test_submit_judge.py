@@ -7,10 +7,10 @@ import pytest
 
 from shared.config import AccelopsConfig
 from shared.errors import PermanentError
-from shared.jobs.policy import check_policy
-from shared.jobs.render import render_jobset
-from shared.jobs.request import parse_job_request
 from shared.jobs.submit import judge
+from shared.jobspec.policy import check_policy
+from shared.jobspec.render import render_jobset
+from shared.jobspec.request import parse_job_request
 
 REQUEST_ID = "req-42"
 

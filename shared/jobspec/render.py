@@ -31,9 +31,9 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from shared.jobs.policy import Admission
+from shared.jobspec.labels import ANNOTATION_CAPACITY, pinning_selector
+from shared.jobspec.policy import Admission
 from shared.names import dns_label, jobset_name, request_key
-from shared.slices.labels import ANNOTATION_CAPACITY, pinning_selector
 
 __all__ = [
     "ANNOTATION_REQUEST_HASH",

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from shared.config import AccelopsConfig, SliceConfig, TeamPolicy
 from shared.errors import PermanentError
-from shared.jobs.request import JobRequest
+from shared.jobspec.request import JobRequest
 from shared.tpu import TpuShape, lookup
 
 __all__ = ["Admission", "check_policy"]
