@@ -2,7 +2,7 @@
 
 Written out from GKE's "Plan TPUs in GKE" tables (machine type, accelerator label,
 topologies, chips per VM), not imported from the library's TPU catalogue
-(``shared/tpu.py``): a stand-in that asked the code under test what a valid shape is would
+(``shared/jobspec/tpu.py``): a stand-in that asked the code under test what a valid shape is would
 accept whatever wrong shape that code produced, and no end-to-end test could catch it.
 ``tests/unit/test_stand_in_facts.py`` holds the two copies to each other.
 

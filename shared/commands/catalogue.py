@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from shared.tpu import catalogue
+from shared.jobspec.tpu import catalogue
 
 __all__ = ["main"]
 

@@ -30,7 +30,7 @@ from shared.deployment import system
 from shared.deployment.model import Function, KubeRule, Service
 from shared.deployment.serving import SaxmlSite, sax_bucket_name, serving_objects
 from shared.errors import ConfigError
-from shared.tpu import catalogue, lookup
+from shared.jobspec.tpu import catalogue, lookup
 
 __all__ = [
     "BASE_DIR",

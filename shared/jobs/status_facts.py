@@ -15,8 +15,8 @@ from shared.jobspec.render import (
     LABEL_TEAM,
     REPLICATED_JOB,
 )
+from shared.jobspec.tpu import TpuShape, lookup
 from shared.slices.observe import parse_time
-from shared.tpu import TpuShape, lookup
 
 __all__ = ["LABEL_COMPLETION_INDEX", "LABEL_JOB_INDEX", "LABEL_RESTART_ATTEMPT", "Facts", "Obj",
            "clock", "due_in", "jobset_ref", "meta", "parse_time", "read_facts", "ready_slices",

@@ -40,12 +40,12 @@ from shared.config import TeamPolicy
 from shared.errors import PermanentError
 from shared.jobspec.render import ANNOTATION_REQUEST_ID, ANNOTATION_TPU_TYPE, LABEL_TEAM
 from shared.jobspec.request import REQUEST_LIMITS, JobRequest
+from shared.jobspec.tpu import lookup
 from shared.metrics.job_event import JobEventRecord, job_event_id
 from shared.metrics.record import parse_instant
 from shared.names import dns_label, short_hash
 from shared.payload import decode
 from shared.safetext import clean
-from shared.tpu import lookup
 
 __all__ = ["JobFacts", "job_facts", "record_id", "rejected_event", "submitted_event",
            "team_of"]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from shared.config import AccelopsConfig, SliceConfig, TeamPolicy
 from shared.errors import PermanentError
 from shared.jobspec.request import JobRequest
-from shared.tpu import TpuShape, lookup
+from shared.jobspec.tpu import TpuShape, lookup
 
 __all__ = ["Admission", "check_policy"]
 

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from shared.jobspec.labels import LABEL_MANAGED_BY, MANAGED_BY
+from shared.jobspec.tpu import machine_shapes, topology_chips
 from shared.schedule.model import PoolView
 from shared.slices.observe import ACCELERATOR_LABEL, NODEPOOL_LABEL, TOPOLOGY_LABEL
-from shared.tpu import machine_shapes, topology_chips
 
 __all__ = ["build_pools", "pool_node_labels"]
 

@@ -137,7 +137,7 @@ class Accelerator(_Strict):
     def _tpu(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        from shared.tpu import lookup
+        from shared.jobspec.tpu import lookup
 
         try:
             return lookup(value).type

@@ -131,7 +131,7 @@ def model_server_jobset(config: AccelopsConfig, rollout: Rollout,
     is under ``sax_root`` and restarting in place however often they crash."""
     from shared.jobspec.policy import check_policy
     from shared.jobspec.request import JobRequest
-    from shared.tpu import lookup
+    from shared.jobspec.tpu import lookup
 
     spec = rollout.spec
     shape = lookup(spec["accelerator"]["tpu"])

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from shared.tpu import TpuShape
+from shared.jobspec.tpu import TpuShape
 
 __all__ = [
     "Action",

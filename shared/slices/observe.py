@@ -24,8 +24,8 @@ from shared.jobspec.labels import (
     LABEL_SLICE,
 )
 from shared.jobspec.render import ANNOTATION_TPU_TYPE
+from shared.jobspec.tpu import TpuShape, lookup, shape_for
 from shared.slices.model import JobSetView, Observed, PoolView
-from shared.tpu import TpuShape, lookup, shape_for
 
 __all__ = ["JOBSET_NAME_LABEL", "build_observed", "finished_at", "parse_time"]
 

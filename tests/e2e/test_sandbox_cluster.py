@@ -34,7 +34,7 @@ from sandbox.gke import GkeApiServer, GkeState, start_gke_api
 from sandbox.kubeapi import KubeApiServer, ObjectStore, install_crds, start_kube_api
 from sandbox.provision import install_controllers, wait_for_controllers
 from sandbox.pubsub import PubSubServer, start_pubsub
-from shared.tpu import lookup
+from shared.jobspec.tpu import lookup
 
 pytestmark = pytest.mark.e2e
 

@@ -10,7 +10,7 @@ import yaml
 
 from sandbox.pubsub import SubscriptionConfig
 from shared.cli import main
-from shared.tpu import catalogue
+from shared.jobspec.tpu import catalogue
 from tests.functional.conftest import REPO, job_request
 from tests.jobs_fixtures import CONFIG
 

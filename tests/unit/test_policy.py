@@ -8,7 +8,7 @@ from shared.config import AccelopsConfig
 from shared.errors import PermanentError
 from shared.jobspec.policy import check_policy
 from shared.jobspec.request import parse_job_request
-from shared.tpu import UnknownTpuTypeError
+from shared.jobspec.tpu import UnknownTpuTypeError
 
 
 def _check(body: dict[str, Any], config: AccelopsConfig):

@@ -20,7 +20,7 @@ from sandbox.cluster import Simulation, log_entry
 from sandbox.cluster.nodes import ClusterRef
 from sandbox.gke import GkeState
 from sandbox.kubeapi import ObjectStore
-from shared.tpu import lookup
+from shared.jobspec.tpu import lookup
 
 PROJECT, LOCATION, CLUSTER_NAME = "acme", "us-central2-b", "tpu"
 CLUSTER = f"projects/{PROJECT}/locations/{LOCATION}/clusters/{CLUSTER_NAME}"

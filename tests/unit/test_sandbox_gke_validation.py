@@ -19,7 +19,7 @@ from sandbox.gke.validation import (
     validate_node_count,
     validate_node_pool,
 )
-from shared.tpu import catalogue
+from shared.jobspec.tpu import catalogue
 
 
 def pool(name: str = "slice-a", *, machine_type: str | None = "ct5lp-hightpu-4t",

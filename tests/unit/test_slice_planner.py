@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from shared.config import SliceConfig
+from shared.jobspec.tpu import lookup
 from shared.names import pool_name
 from shared.slices.model import (
     CreatePool,
@@ -20,7 +21,6 @@ from shared.slices.model import (
     SliceFailure,
 )
 from shared.slices.plan import next_capacity, plan_slices
-from shared.tpu import lookup
 
 NOW = 1_800_000_000.0
 SETTINGS = SliceConfig(grace_period_seconds=120, zone="us-central2-b",

@@ -2,8 +2,8 @@
 
 The sandbox's GKE and cluster enforce TPU shapes from ``sandbox/gke/tpu_facts.py`` and its
 Pub/Sub the publish limits in ``sandbox/pubsub/model.py``, written out from Google's
-documentation apart from the library's ``shared/tpu.py`` and ``shared/pubsub.py``: a stand-in
-importing the library's facts would accept whatever wrong shape or limit the library had.
+documentation apart from the library's ``shared/jobspec/tpu.py`` and ``shared/pubsub.py``:
+a stand-in importing the library's facts would accept whatever wrong shape or limit the library had.
 These tests are where the two copies meet; a disagreement is a wrong fact on one side."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import pytest
 from sandbox.gke import tpu_facts
 from sandbox.pubsub import model as pubsub_standin
 from shared import pubsub as pubsub_library
-from shared.tpu import UnknownTpuTypeError, catalogue, lookup
+from shared.jobspec.tpu import UnknownTpuTypeError, catalogue, lookup
 
 _LARGEST_CORES = {"v4": 8192, "v5p": 17920}
 

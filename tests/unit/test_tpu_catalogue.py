@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from shared.errors import PermanentError
-from shared.tpu import TpuShape, UnknownTpuTypeError, _cubic_topology, catalogue, lookup
+from shared.jobspec.tpu import TpuShape, UnknownTpuTypeError, _cubic_topology, catalogue, lookup
 
 REFERENCE_TABLE = Path(__file__).parent / "data" / "tpu_shapes.md"
 FAMILY_OF_PREFIX = {"v5litepod": "v5e", "v4": "v4", "v5p": "v5p", "v6e": "v6e"}
