@@ -36,7 +36,7 @@ from sandbox.runner import Sandbox, SandboxError
 from sandbox.topology import ALL_PARTS, FUNCTIONS, PROJECT, tick_seconds
 from shared.config import Topics
 from shared.errors import AccelopsError
-from shared.jobspec.render import ANNOTATION_REQUEST_ID
+from shared.jobspec.labels import ANNOTATION_REQUEST_ID
 from shared.kube import JOBSETS
 from shared.metrics.views import BigQueryMetrics
 from shared.slices.observe import finished_at
@@ -269,13 +269,13 @@ def snapshot() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
     """JobSets, pods and TPU slice node pools of the cluster the environment names."""
     from shared import gke
     from shared.config import Settings
-    from shared.jobspec.labels import LABEL_MANAGED_BY
+    from shared.jobspec.labels import LABEL_POOL_MANAGED_BY
     from shared.kube import PODS, get_client
 
     kube = get_client(Settings.from_env())
     # Only the slices reconcile_slices makes: the sandbox's static GPU pool stays.
     pools = [pool for pool in gke.list_node_pools(Settings.from_env())
-             if LABEL_MANAGED_BY in pool.labels]
+             if LABEL_POOL_MANAGED_BY in pool.labels]
     return kube.list(JOBSETS), kube.list(PODS), pools
 
 

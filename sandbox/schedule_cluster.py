@@ -37,8 +37,8 @@ class Cluster:
         return {spec["name"]: spec for spec in gke.list_node_pool_specs(self.settings)}
 
     def nodes(self) -> dict[str, int]:
+        from shared.jobspec.labels import NODEPOOL_LABEL
         from shared.kube import NODES
-        from shared.slices.observe import NODEPOOL_LABEL
 
         counts: dict[str, int] = {}
         for node in self.kube.list(NODES, label_selector=NODEPOOL_LABEL):

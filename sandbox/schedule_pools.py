@@ -14,8 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from shared.schedule.model import LABEL_KEEP, LABEL_SCHEDULE, LABEL_TEAM
-from shared.slices.observe import NODEPOOL_LABEL
+from shared.jobspec.labels import LABEL_KEEP, LABEL_SCHEDULE, LABEL_TEAM, NODEPOOL_LABEL
 
 __all__ = ["DemoPool", "busy_pod", "demo_pools"]
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from shared.jobspec.labels import JOBSET_NAME_LABEL
 from shared.names import pool_name
 from shared.slices.lifecycle import running_at
-from shared.slices.observe import JOBSET_NAME_LABEL, parse_time
+from shared.slices.observe import parse_time
 
 __all__ = ["JobTimeline", "SliceTimeline", "build_timelines"]
 

@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shared.errors import AlreadyExistsError, ConflictError, TransientError
+from shared.jobspec.labels import LABEL_MANAGED_BY, MANAGED_BY
 from shared.kube import LEASES, KubeClient
 
 __all__ = ["LockHeldError", "expired", "hold"]
@@ -53,7 +54,7 @@ def _body(namespace: str, name: str, holder: str, seconds: int, now: float) -> d
     return {
         "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
         "metadata": {"name": name, "namespace": namespace,
-                     "labels": {"app.kubernetes.io/managed-by": "accelops"}},
+                     "labels": {LABEL_MANAGED_BY: MANAGED_BY}},
         "spec": {"holderIdentity": holder, "leaseDurationSeconds": seconds,
                  "acquireTime": stamp, "renewTime": stamp},
     }

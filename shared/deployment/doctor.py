@@ -27,12 +27,7 @@ from typing import Any
 from shared.config import AccelopsConfig
 from shared.deployment import system
 from shared.deployment.access import Probe, allowed_by_definition, probes
-from shared.deployment.manifests import (
-    PREEMPTION,
-    PRIORITY_VALUES,
-    cluster_queue_name,
-    identity,
-)
+from shared.deployment.manifests import PREEMPTION, PRIORITY_VALUES, cluster_queue_name, identity
 from shared.deployment.model import Function, Service
 from shared.errors import AccelopsError
 

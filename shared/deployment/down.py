@@ -37,13 +37,13 @@ from shared.deployment.up import (
     terraform,
     terraform_vars,
 )
-from shared.jobspec.labels import LABEL_MANAGED_BY, MANAGED_BY
+from shared.jobspec.labels import LABEL_POOL_MANAGED_BY, MANAGED_BY
 
 __all__ = ["MANAGED_POOLS_FILTER", "down_plan"]
 
 # Node pools reconcile_slices created carry this node label; the filter as gcloud
 # reads it (a key with dots and a slash is quoted).
-MANAGED_POOLS_FILTER = f'config.labels."{LABEL_MANAGED_BY}"={MANAGED_BY}'
+MANAGED_POOLS_FILTER = f'config.labels."{LABEL_POOL_MANAGED_BY}"={MANAGED_BY}'
 # The buckets Terraform creates (output `buckets`): the releases bucket is the models
 # bucket unless one of the team's own is named, which is not Terraform's to empty.
 BUCKETS = ("config", "function_source", "models", "sax")

@@ -30,6 +30,7 @@ from shared.deployment import system
 from shared.deployment.model import Function, KubeRule, Service
 from shared.deployment.serving import SaxmlSite, sax_bucket_name, serving_objects
 from shared.errors import ConfigError
+from shared.jobspec.labels import LABEL_TEAM
 from shared.jobspec.tpu import catalogue, lookup
 
 __all__ = [
@@ -46,7 +47,6 @@ __all__ = [
 
 BASE_DIR = "manifests/base"  # generated entirely: edit shared/deployment instead
 PART_OF = {"app.kubernetes.io/part-of": "accelops"}
-TEAM_LABEL = "accelops.dev/team"
 KUEUE = "kueue.x-k8s.io/v1beta1"
 RBAC = "rbac.authorization.k8s.io/v1"
 # Job requests name one of these (shared/jobspec/request.py). Kueue admits higher first,
@@ -179,11 +179,11 @@ def _team_objects(name: str, team: TeamPolicy) -> list[dict[str, Any]]:
     queue = cluster_queue_name(name)
     return [
         {"apiVersion": "v1", "kind": "Namespace",
-         "metadata": _meta(team.namespace, **{TEAM_LABEL: name, **POD_SECURITY})},
+         "metadata": _meta(team.namespace, **{LABEL_TEAM: name, **POD_SECURITY})},
         {"apiVersion": KUEUE, "kind": "ClusterQueue",
-         "metadata": _meta(queue, **{TEAM_LABEL: name}),
+         "metadata": _meta(queue, **{LABEL_TEAM: name}),
          "spec": {
-             "namespaceSelector": {"matchLabels": {TEAM_LABEL: name}},
+             "namespaceSelector": {"matchLabels": {LABEL_TEAM: name}},
              "queueingStrategy": "BestEffortFIFO",
              "preemption": dict(PREEMPTION),
              "resourceGroups": [{
@@ -194,7 +194,7 @@ def _team_objects(name: str, team: TeamPolicy) -> list[dict[str, Any]]:
              }],
          }},
         {"apiVersion": KUEUE, "kind": "LocalQueue",
-         "metadata": _meta(team.queue, team.namespace, **{TEAM_LABEL: name}),
+         "metadata": _meta(team.queue, team.namespace, **{LABEL_TEAM: name}),
          "spec": {"clusterQueue": queue}},
     ]
 

@@ -47,9 +47,13 @@ from shared.jobs.status import (
     summarize,
 )
 from shared.jobs.status_model import JobStatus, JobSummary
-from shared.jobs.status_queue import LABEL_JOB_UID
-from shared.jobspec.labels import JOBSET_NAME_LABEL
-from shared.jobspec.render import ANNOTATION_REQUEST_ID, LABEL_QUEUE, LABEL_REQUEST_KEY
+from shared.jobspec.labels import (
+    ANNOTATION_REQUEST_ID,
+    JOBSET_NAME_LABEL,
+    KUEUE_JOB_UID_LABEL,
+    LABEL_QUEUE,
+    LABEL_REQUEST_KEY,
+)
 from shared.kube import JOBSETS, PODS, WORKLOADS, KubeClient, Resource, get_client
 from shared.names import request_key
 
@@ -164,8 +168,8 @@ def list_jobs(settings: Settings, config: AccelopsConfig, *,
         namespace = policy.namespace
     kube = get_client(settings)
     jobsets = kube.list(JOBSETS, namespace)
-    workloads = {str((_meta(w).get("labels") or {}).get(LABEL_JOB_UID, "")): w
-                 for w in kube.list(WORKLOADS, namespace, label_selector=LABEL_JOB_UID)}
+    workloads = {str((_meta(w).get("labels") or {}).get(KUEUE_JOB_UID_LABEL, "")): w
+                 for w in kube.list(WORKLOADS, namespace, label_selector=KUEUE_JOB_UID_LABEL)}
     teams = team_namespaces(config)
     jobs = [summarize(j, workloads.get(str(_meta(j).get("uid", ""))), teams) for j in jobsets]
     return sorted(jobs, key=lambda j: (j.created_at.timestamp() if j.created_at else 0.0,
@@ -214,11 +218,12 @@ def _observe(kube: KubeClient, settings: Settings, config: AccelopsConfig,
     parts: dict[str, Any] = {}
     if queued:
         # The Workloads of every namespace: its own, and those sharing its ClusterQueue.
-        workloads = kube.list(WORKLOADS, label_selector=LABEL_JOB_UID)
-        mine = [w for w in workloads if (_meta(w).get("labels") or {}).get(LABEL_JOB_UID) == uid]
+        workloads = kube.list(WORKLOADS, label_selector=KUEUE_JOB_UID_LABEL)
+        mine = [w for w in workloads
+                if (_meta(w).get("labels") or {}).get(KUEUE_JOB_UID_LABEL) == uid]
     else:
         workloads = []
-        mine = kube.list(WORKLOADS, namespace, label_selector=f"{LABEL_JOB_UID}={uid}")
+        mine = kube.list(WORKLOADS, namespace, label_selector=f"{KUEUE_JOB_UID_LABEL}={uid}")
     workload = mine[0] if mine else None
     state = job_state(jobset, workload)
     if state == "queued":

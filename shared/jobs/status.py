@@ -60,7 +60,7 @@ from shared.jobs.status_queue import (
     queue_view,
     workload_chips,
 )
-from shared.jobspec.render import LABEL_PRIORITY
+from shared.jobspec.labels import LABEL_PRIORITY
 from shared.slices.model import SliceFailure
 
 __all__ = ["Observation", "explain", "explain_rejection", "job_state", "jobset_ref",

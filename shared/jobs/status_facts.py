@@ -8,27 +8,21 @@ from datetime import UTC, datetime
 from typing import Any
 
 from shared.errors import PermanentError
-from shared.jobspec.render import (
+from shared.jobspec.labels import (
     ANNOTATION_REQUEST_ID,
     ANNOTATION_TPU_TYPE,
     LABEL_QUEUE,
     LABEL_TEAM,
-    REPLICATED_JOB,
 )
+from shared.jobspec.render import REPLICATED_JOB
 from shared.jobspec.tpu import TpuShape, lookup
 from shared.slices.observe import parse_time
 
-__all__ = ["LABEL_COMPLETION_INDEX", "LABEL_JOB_INDEX", "LABEL_RESTART_ATTEMPT", "Facts", "Obj",
-           "clock", "due_in", "jobset_ref", "meta", "parse_time", "read_facts", "ready_slices",
-           "restarts_line", "short", "true_condition", "when"]
+__all__ = ["Facts", "Obj", "clock", "due_in", "jobset_ref", "meta", "parse_time", "read_facts",
+           "ready_slices", "restarts_line", "short", "true_condition", "when"]
 
 Obj = Mapping[str, Any]
 
-# Labels JobSet and the Job controller put on every pod: which slice (Job) of the
-# JobSet, which worker of the slice, which restart of the JobSet.
-LABEL_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
-LABEL_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
-LABEL_RESTART_ATTEMPT = "jobset.sigs.k8s.io/restart-attempt"
 
 def meta(obj: Obj) -> Obj:
     return obj.get("metadata") or {}

@@ -7,9 +7,6 @@ import json
 from collections.abc import Mapping, Sequence
 
 from shared.jobs.status_facts import (
-    LABEL_COMPLETION_INDEX,
-    LABEL_JOB_INDEX,
-    LABEL_RESTART_ATTEMPT,
     Facts,
     Obj,
     clock,
@@ -20,7 +17,12 @@ from shared.jobs.status_facts import (
     when,
 )
 from shared.jobs.status_model import FailureKind, FinishedInfo, SliceFailureInfo, SliceInfo
-from shared.jobspec.labels import ANNOTATION_SLICE_FAILURE
+from shared.jobspec.labels import (
+    ANNOTATION_SLICE_FAILURE,
+    LABEL_COMPLETION_INDEX,
+    LABEL_JOB_INDEX,
+    LABEL_RESTART_ATTEMPT,
+)
 from shared.names import pool_name
 from shared.slices.model import SliceFailure
 from shared.slices.observe import finished_at, parse_time

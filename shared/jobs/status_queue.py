@@ -26,11 +26,9 @@ from typing import Any
 from shared.jobs.status_model import QueueInfo
 from shared.jobspec.render import TPU_RESOURCE
 
-__all__ = ["LABEL_JOB_UID", "QueueView", "is_admitted", "is_finished", "pending_message",
+__all__ = ["QueueView", "is_admitted", "is_finished", "pending_message",
            "preempted_message", "queue_view", "workload_chips"]
 
-# Kueue labels each Workload with the uid of the job it stands for.
-LABEL_JOB_UID = "kueue.x-k8s.io/job-uid"
 # At most this many workloads are named in an explanation line; the rest are counted.
 NAMED = 5
 

@@ -41,15 +41,15 @@ from shared.jobs.budget_gate import enforce_budget
 from shared.jobs.emit import publish_job_events
 from shared.jobs.rejection import publish_rejection
 from shared.jobs.telemetry import rejected_event, submitted_event
-from shared.jobspec.policy import check_policy
-from shared.jobspec.render import (
+from shared.jobspec.labels import (
     ANNOTATION_REQUEST_HASH,
     ANNOTATION_REQUEST_ID,
     ANNOTATION_TPU_TYPE,
     LABEL_QUEUE,
     LABEL_REQUEST_KEY,
-    render_jobset,
 )
+from shared.jobspec.policy import check_policy
+from shared.jobspec.render import render_jobset
 from shared.jobspec.request import read_job_request
 from shared.log import get_logger
 

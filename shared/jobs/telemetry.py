@@ -38,7 +38,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from shared.config import TeamPolicy
 from shared.errors import PermanentError
-from shared.jobspec.render import ANNOTATION_REQUEST_ID, ANNOTATION_TPU_TYPE, LABEL_TEAM
+from shared.jobspec.labels import ANNOTATION_REQUEST_ID, ANNOTATION_TPU_TYPE, LABEL_TEAM
 from shared.jobspec.request import REQUEST_LIMITS, JobRequest
 from shared.jobspec.tpu import lookup
 from shared.metrics.job_event import JobEventRecord, job_event_id

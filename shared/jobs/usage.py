@@ -25,7 +25,7 @@ from shared.errors import AlreadyExistsError, ConflictError, DeploymentError, No
 from shared.events import PubSubMessage
 from shared.jobs.budget import USAGE_CONFIGMAP, USAGE_KEY, UsageSnapshot, has_budget
 from shared.jobs.usage_sql import usage_params, usage_query, usage_snapshot
-from shared.jobspec.render import LABEL_MANAGED_BY
+from shared.jobspec.labels import LABEL_MANAGED_BY
 from shared.kube import CONFIG_MAPS, KubeClient, get_client
 from shared.log import get_logger
 

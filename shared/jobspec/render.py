@@ -31,20 +31,30 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from shared.jobspec.labels import ANNOTATION_CAPACITY, pinning_selector
+from shared.jobspec.labels import (
+    ANNOTATION_CAPACITY,
+    ANNOTATION_EXCLUSIVE,
+    ANNOTATION_REQUEST_HASH,
+    ANNOTATION_REQUEST_ID,
+    ANNOTATION_TPU_TYPE,
+    LABEL_JOB,
+    LABEL_MANAGED_BY,
+    LABEL_PRIORITY,
+    LABEL_QUEUE,
+    LABEL_REQUEST_KEY,
+    LABEL_TEAM,
+    MANAGED_BY,
+    NODEPOOL_LABEL,
+    pinning_selector,
+)
 from shared.jobspec.policy import Admission
 from shared.names import dns_label, jobset_name, request_key
 
 __all__ = [
-    "ANNOTATION_REQUEST_HASH",
-    "ANNOTATION_REQUEST_ID",
-    "ANNOTATION_TPU_TYPE",
     "DISRUPTION_RULE",
     "JOBSET_GROUP",
     "JOBSET_PLURAL",
     "JOBSET_VERSION",
-    "LABEL_QUEUE",
-    "LABEL_REQUEST_KEY",
     "REPLICATED_JOB",
     "render_jobset",
 ]
@@ -55,18 +65,6 @@ JOBSET_PLURAL = "jobsets"
 REPLICATED_JOB = "slice"
 CONTAINER = "main"
 
-LABEL_QUEUE = "kueue.x-k8s.io/queue-name"
-LABEL_PRIORITY = "kueue.x-k8s.io/priority-class"
-LABEL_MANAGED_BY = "app.kubernetes.io/managed-by"
-LABEL_TEAM = "accelops.dev/team"
-LABEL_JOB = "accelops.dev/job"
-# Hash of the request id: how submit_job finds a reused id across names and namespaces.
-LABEL_REQUEST_KEY = "accelops.dev/request-key"
-ANNOTATION_EXCLUSIVE = "alpha.jobset.sigs.k8s.io/exclusive-topology"
-ANNOTATION_REQUEST_ID = "accelops.dev/request-id"
-ANNOTATION_REQUEST_HASH = "accelops.dev/request-hash"
-ANNOTATION_TPU_TYPE = "accelops.dev/tpu-type"
-NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
 TPU_RESOURCE = "google.com/tpu"
 # Ports TPU runtimes use between hosts of a slice (as in GKE's TPU examples).
 TPU_PORTS = (8471, 8080)
@@ -166,7 +164,7 @@ def render_jobset(admission: Admission, request_id: str, *,
     labels = {
         LABEL_QUEUE: team.queue,
         LABEL_PRIORITY: request.priority,
-        LABEL_MANAGED_BY: "accelops",
+        LABEL_MANAGED_BY: MANAGED_BY,
         LABEL_TEAM: dns_label(request.team) or "team",
         LABEL_JOB: dns_label(request.name) or "job",
         LABEL_REQUEST_KEY: request_key(request_id),

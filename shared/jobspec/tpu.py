@@ -30,12 +30,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from shared.errors import PermanentError
+from shared.jobspec.labels import ACCELERATOR_LABEL, TOPOLOGY_LABEL
 
 __all__ = ["TpuShape", "UnknownTpuTypeError", "catalogue", "lookup", "machine_shapes",
            "shape_for", "topology_chips"]
 
-_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
-_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
 
 
 class UnknownTpuTypeError(PermanentError):
@@ -78,7 +77,7 @@ class TpuShape:
 
     def node_selector(self) -> dict[str, str]:
         """The pod ``nodeSelector`` that lands a worker on a node of this shape."""
-        return {_ACCELERATOR_LABEL: self.accelerator, _TOPOLOGY_LABEL: self.topology}
+        return {ACCELERATOR_LABEL: self.accelerator, TOPOLOGY_LABEL: self.topology}
 
 
 def _rows(

@@ -6,6 +6,7 @@ import datetime as dt
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
+from shared.jobspec.labels import LABEL_KEEP, LABEL_SCHEDULE
 from shared.metrics.pool_action import PoolActionRecord, pool_action_id
 
 __all__ = [
@@ -19,11 +20,6 @@ __all__ = [
     "autoscaling_minimum",
 ]
 
-# Labels a pool opts in and out with (GKE node-pool labels, config.labels).
-LABEL_SCHEDULE = "accelops.dev/schedule"
-LABEL_KEEP = "accelops.dev/keep"
-# Optional: the team a pool's savings are counted for.
-LABEL_TEAM = "accelops.dev/team"
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,10 +12,15 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from shared.jobspec.labels import LABEL_MANAGED_BY, MANAGED_BY
+from shared.jobspec.labels import (
+    ACCELERATOR_LABEL,
+    LABEL_POOL_MANAGED_BY,
+    MANAGED_BY,
+    NODEPOOL_LABEL,
+    TOPOLOGY_LABEL,
+)
 from shared.jobspec.tpu import machine_shapes, topology_chips
 from shared.schedule.model import PoolView
-from shared.slices.observe import ACCELERATOR_LABEL, NODEPOOL_LABEL, TOPOLOGY_LABEL
 
 __all__ = ["build_pools", "pool_node_labels"]
 
@@ -133,5 +138,5 @@ def build_pools(cluster: str, specs: Iterable[Mapping[str, Any]],
             multi_host=multi_host, accelerator_type=accelerator,
             accelerators_per_node=per_node,
             full_size=int(spec.get("initial_node_count") or 0) * zones, spec=dict(spec),
-            busy=tuple(busy), managed=labels.get(LABEL_MANAGED_BY) == MANAGED_BY))
+            busy=tuple(busy), managed=labels.get(LABEL_POOL_MANAGED_BY) == MANAGED_BY))
     return views

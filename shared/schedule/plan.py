@@ -25,15 +25,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from shared.schedule.model import (
-    LABEL_TEAM,
-    Audit,
-    PoolPlan,
-    PoolView,
-    SavedPool,
-    Step,
-    autoscaling_minimum,
-)
+from shared.jobspec.labels import LABEL_TEAM
+from shared.schedule.model import Audit, PoolPlan, PoolView, SavedPool, Step, autoscaling_minimum
 from shared.schedule.spec import Schedule
 from shared.schedule.windows import Desired, desired_state
 

@@ -33,6 +33,7 @@ from shared.errors import (
     RateLimitedError,
     TransientError,
 )
+from shared.jobspec.labels import NODEPOOL_LABEL
 from shared.kube import NODES, PODS, WORKLOADS, KubeClient, get_client
 from shared.log import get_logger
 from shared.metrics.pool_action import PoolActionRecord, pool_action_message
@@ -40,7 +41,6 @@ from shared.schedule import store
 from shared.schedule.model import ClusterRef, PoolPlan, PoolView, SavedPool, Step
 from shared.schedule.observe import build_pools
 from shared.schedule.plan import plan_cluster
-from shared.slices.observe import NODEPOOL_LABEL
 
 __all__ = ["ClusterPlan", "TickReport", "cluster_refs", "plan_tick", "run_tick"]
 

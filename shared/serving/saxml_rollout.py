@@ -232,7 +232,7 @@ def start_saxml(kube: KubeClient, config: AccelopsConfig, ledger: Ledger, rollou
 def model_servers(kube: KubeClient, config: AccelopsConfig,
                   rollout: Rollout) -> list[dict[str, Any]]:
     """The model-server JobSets of a version (found by its request key)."""
-    from shared.jobspec.render import LABEL_REQUEST_KEY
+    from shared.jobspec.labels import LABEL_REQUEST_KEY
     from shared.names import request_key
 
     return kube.list(JOBSETS, saxml_namespace(config),

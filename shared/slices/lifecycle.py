@@ -22,14 +22,13 @@ from typing import Any
 
 from shared.config import TeamPolicy
 from shared.jobs.telemetry import JobFacts, job_facts
-from shared.jobspec.labels import JOBSET_NAME_LABEL
+from shared.jobspec.labels import JOBSET_NAME_LABEL, KUEUE_JOB_UID_LABEL
 from shared.metrics.job_event import Outcome
 from shared.safetext import clean
 from shared.slices.observe import parse_time
 
-__all__ = ["KUEUE_JOB_UID_LABEL", "JobState", "job_states", "pod_started_at", "running_at"]
+__all__ = ["JobState", "job_states", "pod_started_at", "running_at"]
 
-KUEUE_JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
 # The bound of a record's reason (shared.metrics.job_event).
 _REASON_CHARS = 1024
 

@@ -16,22 +16,22 @@ from shared.config import SliceConfig
 from shared.errors import PermanentError
 from shared.gke import NodePoolInfo
 from shared.jobspec.labels import (
+    ACCELERATOR_LABEL,
     ANNOTATION_CAPACITY,
     ANNOTATION_PROVISION,
+    ANNOTATION_TPU_TYPE,
     JOBSET_NAME_LABEL,
     LABEL_JOBSET,
     LABEL_JOBSET_NAMESPACE,
     LABEL_SLICE,
+    NODEPOOL_LABEL,
+    TOPOLOGY_LABEL,
 )
-from shared.jobspec.render import ANNOTATION_TPU_TYPE
 from shared.jobspec.tpu import TpuShape, lookup, shape_for
 from shared.slices.model import JobSetView, Observed, PoolView
 
-__all__ = ["JOBSET_NAME_LABEL", "build_observed", "finished_at", "parse_time"]
+__all__ = ["build_observed", "finished_at", "parse_time"]
 
-NODEPOOL_LABEL = "cloud.google.com/gke-nodepool"
-ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
-TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
 _TERMINATED = ("Succeeded", "Failed")
 
 

@@ -33,12 +33,12 @@ from shared.errors import (
     RateLimitedError,
     TransientError,
 )
-from shared.jobspec.labels import JOBSET_NAME_LABEL
+from shared.jobspec.labels import JOBSET_NAME_LABEL, NODEPOOL_LABEL
 from shared.kube import JOBSETS, NODES, PODS, WORKLOADS, KubeClient, get_client
 from shared.log import get_logger
 from shared.slices.lifecycle import JobState, job_states
 from shared.slices.model import Action, CreatePool, Observed, OperationInfo, Plan, SliceFailure
-from shared.slices.observe import NODEPOOL_LABEL, build_observed
+from shared.slices.observe import build_observed
 from shared.slices.plan import plan_slices
 from shared.slices.record import SliceRecord, load_record, save_if_changed, save_record
 from shared.slices.reporting import report, reporting_elsewhere, slice_operation

@@ -51,8 +51,7 @@ from shared.jobs.lookup import (
     team_namespaces,
 )
 from shared.jobs.status import Observation, explain, summarize
-from shared.jobs.status_queue import LABEL_JOB_UID
-from shared.jobspec.render import ANNOTATION_REQUEST_ID
+from shared.jobspec.labels import ANNOTATION_REQUEST_ID, KUEUE_JOB_UID_LABEL
 from shared.kube import JOBSETS, PODS, WORKLOADS
 from shared.names import pool_name
 from shared.slices.record import load_record
@@ -165,7 +164,7 @@ def naive_list(settings: Settings, config: AccelopsConfig) -> list[Any]:
         meta = item["metadata"]
         one = client.get(JOBSETS, meta["name"], meta["namespace"])
         found = client.list(WORKLOADS, meta["namespace"],
-                            label_selector=f"{LABEL_JOB_UID}={one['metadata']['uid']}")
+                            label_selector=f"{KUEUE_JOB_UID_LABEL}={one['metadata']['uid']}")
         out.append(summarize(one, found[0] if found else None, teams))
     return out
 
@@ -182,7 +181,7 @@ def naive_status(settings: Settings, config: AccelopsConfig, request_id: str) ->
     meta = js["metadata"]
     workloads = client.list(WORKLOADS)
     mine = next((w for w in workloads
-                 if w["metadata"]["labels"].get(LABEL_JOB_UID) == meta["uid"]), None)
+                 if w["metadata"]["labels"].get(KUEUE_JOB_UID_LABEL) == meta["uid"]), None)
     all_pods = client.list(PODS)
     own = [p for p in all_pods if p["metadata"]["namespace"] == meta["namespace"]
            and (p["metadata"].get("labels") or {}).get("jobset.sigs.k8s.io/jobset-name")
