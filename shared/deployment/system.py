@@ -137,7 +137,7 @@ FUNCTIONS: tuple[Function, ...] = (
         memory="512Mi", timeout_seconds=60, concurrency=1, max_instances=20,
         env=_CLUSTER_ENV,
         # Refusals, the reconcile trigger, and the submitted / rejected lifecycle
-        # records (shared/jobs/emit.py).
+        # records (shared/telemetry/emit.py).
         publishes_to=(_T.rejections, _T.slices_reconcile, _T.loadtest_metrics),
         grants=(_CLUSTER_ACCESS, _READ_CONFIG),
         kube_rules=(

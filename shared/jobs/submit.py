@@ -21,7 +21,7 @@ request:
   acknowledged (``shared.jobs.rejection``);
 * the job's lifecycle starts here: a created (or found) JobSet is published as
   ``submitted`` and a refused request as ``rejected`` on the metrics topic
-  (``shared.jobs.telemetry``, ``shared.jobs.emit``), awaited before the event is
+  (``shared.telemetry.events``, ``shared.telemetry.emit``), awaited before the event is
   acknowledged; a redelivery publishes the same record again, under the same key;
 * a broken configuration or an unreachable cluster is transient: the message is
   retried (and dead-lettered by Pub/Sub after its maximum attempts), never refused.
@@ -38,9 +38,7 @@ from shared.config import AccelopsConfig, Settings, load_config_or_retry
 from shared.errors import PermanentError
 from shared.events import PubSubMessage
 from shared.jobs.budget_gate import enforce_budget
-from shared.jobs.emit import publish_job_events
 from shared.jobs.rejection import publish_rejection
-from shared.jobs.telemetry import rejected_event, submitted_event
 from shared.jobspec.labels import (
     ANNOTATION_REQUEST_HASH,
     ANNOTATION_REQUEST_ID,
@@ -52,6 +50,8 @@ from shared.jobspec.policy import check_policy
 from shared.jobspec.render import render_jobset
 from shared.jobspec.request import read_job_request
 from shared.log import get_logger
+from shared.telemetry.emit import publish_job_events
+from shared.telemetry.events import rejected_event, submitted_event
 
 if TYPE_CHECKING:
     from shared.kube import KubeClient

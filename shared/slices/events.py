@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from shared.jobs.telemetry import JobFacts
 from shared.metrics.job_event import JobEventRecord
 from shared.names import pool_name
 from shared.slices.lifecycle import JobState
 from shared.slices.model import PoolView
+from shared.telemetry.events import JobFacts
 
 __all__ = ["SliceOperation", "Telemetry", "derive_events"]
 

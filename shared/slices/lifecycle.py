@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from shared.config import TeamPolicy
-from shared.jobs.telemetry import JobFacts, job_facts
 from shared.jobspec.labels import JOBSET_NAME_LABEL, KUEUE_JOB_UID_LABEL
 from shared.metrics.job_event import Outcome
 from shared.safetext import clean
 from shared.slices.observe import parse_time
+from shared.telemetry.events import JobFacts, job_facts
 
 __all__ = ["JobState", "job_states", "pod_started_at", "running_at"]
 

@@ -22,10 +22,10 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from shared.errors import AccelopsError, ConflictError
-from shared.jobs.emit import publish_job_events
 from shared.log import get_logger
 from shared.slices.events import SliceOperation, derive_events
 from shared.slices.record import SliceRecord, save_if_changed, save_record
+from shared.telemetry.emit import publish_job_events
 
 if TYPE_CHECKING:
     from shared.config import AccelopsConfig, Settings
@@ -74,7 +74,7 @@ def report(record: SliceRecord, states: Mapping[str, JobState], pools: Iterable[
     then mark them reported in the record, which the caller saves; returns how many
     were published. ``claimed``: this run wrote the record under its lock already.
 
-    Raises what :func:`shared.jobs.emit.publish_job_events` raises, after saving the
+    Raises what :func:`shared.telemetry.emit.publish_job_events` raises, after saving the
     record without the marks.
     """
     operations = [SliceOperation(**entry) for entry in record.ended]

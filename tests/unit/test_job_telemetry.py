@@ -9,11 +9,11 @@ import pytest
 
 from shared.config import AccelopsConfig
 from shared.errors import PermanentError
-from shared.jobs.telemetry import job_facts, record_id, rejected_event, submitted_event, team_of
 from shared.jobspec.policy import check_policy
 from shared.jobspec.render import render_jobset
 from shared.jobspec.request import parse_job_request
 from shared.metrics.job_event import JobEventRecord
+from shared.telemetry.events import job_facts, record_id, rejected_event, submitted_event, team_of
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=UTC)
 CONFIG = AccelopsConfig.model_validate({"teams": {

@@ -10,12 +10,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.config import TeamPolicy
-from shared.jobs.telemetry import JobFacts
 from shared.metrics.job_event import JobEventRecord
 from shared.names import pool_name
 from shared.slices.events import SliceOperation, Telemetry, derive_events
 from shared.slices.lifecycle import JobState, job_states, pod_started_at, running_at
 from shared.slices.model import PoolView
+from shared.telemetry.events import JobFacts
 
 KEY = "research/llama-1a2b3c4d"
 T0 = 1_795_000_000.0  # 2026-11-18
