@@ -33,11 +33,10 @@ from shared.errors import (
     RateLimitedError,
     UnavailableError,
 )
-from shared.slices.model import OperationInfo, PoolSpec
+from shared.nodepools import NodePoolInfo, OperationInfo, PoolSpec
 
 __all__ = [
     "ClusterEndpoint",
-    "NodePoolInfo",
     "TokenSource",
     "cluster_endpoint",
     "container_client",
@@ -166,15 +165,6 @@ def _cluster_path(settings: Settings) -> str:
     settings.require("project", "location", "cluster")
     return (f"projects/{settings.project}/locations/{settings.location}"
             f"/clusters/{settings.cluster}")
-
-
-@dataclass(frozen=True, slots=True)
-class NodePoolInfo:
-    name: str
-    status: str
-    machine_type: str
-    labels: dict[str, str]
-    node_count: int
 
 
 def _enum_name(value: Any) -> str:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from shared.jobspec.tpu import TpuShape
+from shared.nodepools import PoolSpec
 
 __all__ = [
     "Action",
@@ -17,9 +18,7 @@ __all__ = [
     "DeletePool",
     "JobSetView",
     "Observed",
-    "OperationInfo",
     "Plan",
-    "PoolSpec",
     "PoolView",
     "SliceFailure",
 ]
@@ -73,22 +72,6 @@ class PoolView:
 class Observed:
     jobsets: tuple[JobSetView, ...]
     pools: tuple[PoolView, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class PoolSpec:
-    """A node pool to create, in accelops' own terms (the adapter maps it to GKE's)."""
-
-    name: str
-    machine_type: str
-    node_count: int
-    topology: str | None  # COMPACT placement with this TPU topology; None: single host
-    labels: dict[str, str]
-    spot: bool = False
-    reservation: str | None = None
-    service_account: str | None = None
-    network_tags: tuple[str, ...] = ()
-    zone: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,16 +148,3 @@ class Plan:
     failures: dict[str, SliceFailure] = field(default_factory=dict)  # jobset key -> streak
 
 
-@dataclass(frozen=True, slots=True)
-class OperationInfo:
-    name: str
-    status: str  # PENDING | RUNNING | DONE | ABORTING
-    error: str | None
-    target: str
-    # When GKE started and ended it (epoch seconds); None where GKE gave no time.
-    start_time: float | None = None
-    end_time: float | None = None
-
-    @property
-    def done(self) -> bool:
-        return self.status in ("DONE", "ABORTING")

@@ -14,7 +14,6 @@ from typing import Any
 
 from shared.config import SliceConfig
 from shared.errors import PermanentError
-from shared.gke import NodePoolInfo
 from shared.jobspec.labels import (
     ACCELERATOR_LABEL,
     ANNOTATION_CAPACITY,
@@ -28,6 +27,7 @@ from shared.jobspec.labels import (
     TOPOLOGY_LABEL,
 )
 from shared.jobspec.tpu import TpuShape, lookup, shape_for
+from shared.nodepools import NodePoolInfo
 from shared.slices.model import JobSetView, Observed, PoolView
 
 __all__ = ["build_observed", "finished_at", "parse_time"]

@@ -31,6 +31,7 @@ from collections.abc import Collection, Mapping
 from shared.config import SliceConfig
 from shared.jobspec.labels import pool_labels
 from shared.names import pool_name
+from shared.nodepools import PoolSpec
 from shared.slices.model import (
     Action,
     CreatePool,
@@ -38,7 +39,6 @@ from shared.slices.model import (
     JobSetView,
     Observed,
     Plan,
-    PoolSpec,
     PoolView,
     SliceFailure,
 )

@@ -36,8 +36,9 @@ from shared.errors import (
 from shared.jobspec.labels import JOBSET_NAME_LABEL, NODEPOOL_LABEL
 from shared.kube import JOBSETS, NODES, PODS, WORKLOADS, KubeClient, get_client
 from shared.log import get_logger
+from shared.nodepools import OperationInfo
 from shared.slices.lifecycle import JobState, job_states
-from shared.slices.model import Action, CreatePool, Observed, OperationInfo, Plan, SliceFailure
+from shared.slices.model import Action, CreatePool, Observed, Plan, SliceFailure
 from shared.slices.observe import build_observed
 from shared.slices.plan import plan_slices
 from shared.slices.record import SliceRecord, load_record, save_if_changed, save_record

@@ -30,8 +30,9 @@ from shared.telemetry.emit import publish_job_events
 if TYPE_CHECKING:
     from shared.config import AccelopsConfig, Settings
     from shared.kube import KubeClient
+    from shared.nodepools import OperationInfo
     from shared.slices.lifecycle import JobState
-    from shared.slices.model import OperationInfo, PoolView
+    from shared.slices.model import PoolView
 
 __all__ = ["REPORTING_SECONDS", "report", "reporting_elsewhere", "slice_operation"]
 

@@ -19,7 +19,8 @@ from shared import gke, kube
 from shared.config import Settings
 from shared.errors import ConflictError, OperationInProgressError, PermanentError, RateLimitedError
 from shared.names import pool_name
-from shared.slices.model import CreatePool, PoolSpec
+from shared.nodepools import PoolSpec
+from shared.slices.model import CreatePool
 from shared.slices.reconcile import reconcile
 from shared.slices.record import RECORD_NAME
 from tests.functional.conftest import job_request, load_event

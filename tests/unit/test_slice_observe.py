@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from shared.config import SliceConfig, parse_config
-from shared.gke import NodePoolInfo
 from shared.jobspec.policy import check_policy
 from shared.jobspec.render import render_jobset
 from shared.jobspec.request import parse_job_request
+from shared.nodepools import NodePoolInfo
 from shared.slices.observe import build_observed
 from tests.unit.conftest import CONFIG_YAML
 
