@@ -38,9 +38,9 @@ from sandbox.schedule_story import SETUP_BEFORE_CLOSE, Day, Story
 from sandbox.schedule_watch import Tick, TickWatch
 from sandbox.topology import PROJECT, tick_seconds
 from shared.config import AccelopsConfig, load_config
+from shared.config.offhours import Schedule
 from shared.errors import AccelopsError
 from shared.schedule.plan import OUTPUT_ONLY
-from shared.schedule.spec import Schedule
 
 __all__ = ["ScheduleDemoError", "run_schedule_scenario"]
 

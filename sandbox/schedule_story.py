@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
 from sandbox.schedule_watch import Tick
+from shared.config.offhours import Schedule
 from shared.errors import AccelopsError
-from shared.schedule.spec import Schedule
 from shared.schedule.windows import intervals
 
 __all__ = ["SETUP_BEFORE_CLOSE", "Day", "NoDayError", "Story"]

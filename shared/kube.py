@@ -317,7 +317,7 @@ def _translated(what: str) -> Iterator[None]:
 # --- building the client -------------------------------------------------------------
 
 # One client per cluster a process talks to. pool_schedule reads up to 100 clusters
-# (shared.schedule.spec.MAX_CLUSTERS) and the home one in every tick, in no fixed
+# (shared.config.offhours.MAX_CLUSTERS) and the home one in every tick, in no fixed
 # order: a cache smaller than that evicts clients before their next use, and each
 # rebuild costs a get_cluster call, a new connection pool and a CA file.
 _clients: ClientCache[KubeClient] = ClientCache(max_entries=128)

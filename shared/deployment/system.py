@@ -70,7 +70,7 @@ _CONFIG_ENV = ("ACCELOPS_CONFIG", "ACCELOPS_PROJECT")
 _CLUSTER_ENV = (*_CONFIG_ENV, "ACCELOPS_LOCATION", "ACCELOPS_CLUSTER")
 
 _READ_CONFIG = Grant("roles/storage.objectViewer", "config_bucket",
-                     "read ACCELOPS_CONFIG from gs:// (shared/config.py, shared/storage.py)")
+                     "read ACCELOPS_CONFIG from gs:// (shared/config, shared/storage.py)")
 _CLUSTER_ACCESS = Grant("accelopsClusterAccess", "cluster",
                         "get_cluster for the endpoint and CA (shared/gke.py), then the "
                         "Kubernetes API (shared/kube.py)")

@@ -19,7 +19,7 @@ import datetime as dt
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
-from shared.schedule.spec import Schedule
+from shared.config.offhours import Schedule
 
 __all__ = ["Desired", "Interval", "desired_state", "intervals", "local_instant"]
 

@@ -8,10 +8,10 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shared.config.offhours import Schedule
 from shared.schedule.model import PoolView, SavedPool
 from shared.schedule.observe import build_pools
 from shared.schedule.plan import OUTPUT_ONLY, plan_cluster, plan_pool, saved_for
-from shared.schedule.spec import Schedule
 from shared.schedule.windows import Desired
 
 CLUSTER = "projects/p/locations/us-central2-b/clusters/c"

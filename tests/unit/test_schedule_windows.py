@@ -10,8 +10,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from shared.config import parse_config
+from shared.config.offhours import MAX_CLUSTERS, Schedule, Window
 from shared.errors import ConfigError
-from shared.schedule.spec import MAX_CLUSTERS, Schedule, Window
 from shared.schedule.windows import desired_state, intervals, local_instant
 
 UTC = dt.UTC

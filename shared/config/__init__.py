@@ -6,6 +6,10 @@ file, named by ``ACCELOPS_CONFIG`` as a local path or a ``gs://`` URI, carries t
 policy. Both are parsed at the boundary into typed models whose errors name the bad
 key, and the file is cached per process (re-read when it changes, or after a minute
 for ``gs://``) so warm invocations pay nothing for it.
+
+Every section of the file is modelled here; the off-hours schedules, with their own
+window grammar, in :mod:`shared.config.offhours`. Configuration is the base of the
+library: features read it, it imports none of them.
 """
 
 from __future__ import annotations
@@ -30,8 +34,8 @@ from pydantic import (
     model_validator,
 )
 
+from shared.config.offhours import PoolScheduleConfig, Schedule, check_schedule_names
 from shared.errors import ConfigError, PermanentError
-from shared.schedule.spec import PoolScheduleConfig, Schedule, check_schedule_names
 
 __all__ = [
     "MAX_TEAM_NAME",
@@ -316,7 +320,7 @@ class AccelopsConfig(BaseModel):
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     serving: ServingConfig = Field(default_factory=ServingConfig)
     pool_schedule: PoolScheduleConfig = Field(default_factory=PoolScheduleConfig)
-    # Off-hours schedules by name (shared/schedule/spec.py); pools opt in by label.
+    # Off-hours schedules by name (shared/config/offhours.py); pools opt in by label.
     schedules: dict[str, Schedule] = Field(default_factory=dict)
     jobs_api: JobsApiConfig = Field(default_factory=JobsApiConfig)
 
