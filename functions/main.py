@@ -80,7 +80,7 @@ def pool_schedule(cloud_event: CloudEvent) -> None:
     """A scheduler tick → scheduled node pools removed off-hours (scaled to zero, or
     deleted with their spec saved) and restored before on-hours."""
     from shared.handler import handle_pubsub
-    from shared.schedule.trigger import schedule_on_message
+    from shared.offhours.trigger import schedule_on_message
 
     handle_pubsub(cloud_event, schedule_on_message, "pool_schedule")
 

@@ -40,7 +40,7 @@ from sandbox.topology import PROJECT, tick_seconds
 from shared.config import AccelopsConfig, load_config
 from shared.config.offhours import Schedule
 from shared.errors import AccelopsError
-from shared.schedule.plan import OUTPUT_ONLY
+from shared.offhours.plan import OUTPUT_ONLY
 
 __all__ = ["ScheduleDemoError", "run_schedule_scenario"]
 

@@ -48,7 +48,7 @@ class Cluster:
 
     def saved(self) -> list[str]:
         from shared.kube import CONFIG_MAPS
-        from shared.schedule.store import SAVED_SELECTOR
+        from shared.offhours.store import SAVED_SELECTOR
 
         return sorted(c["metadata"]["name"] for c in self.kube.list(
             CONFIG_MAPS, self.state_namespace, label_selector=SAVED_SELECTOR))

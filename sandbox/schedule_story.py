@@ -17,7 +17,7 @@ from zoneinfo import ZoneInfo
 from sandbox.schedule_watch import Tick
 from shared.config.offhours import Schedule
 from shared.errors import AccelopsError
-from shared.schedule.windows import intervals
+from shared.offhours.windows import intervals
 
 __all__ = ["SETUP_BEFORE_CLOSE", "Day", "NoDayError", "Story"]
 

@@ -219,7 +219,7 @@ FUNCTIONS: tuple[Function, ...] = (
         grants=(
             Grant("accelopsPoolScheduler", "scheduled_clusters",
                   "list node pools, resize them, set their autoscaling, delete and "
-                  "recreate them (shared/gke.py, shared/schedule/tick.py); discover "
+                  "recreate them (shared/gke.py, shared/offhours/tick.py); discover "
                   "the endpoints of pool_schedule.clusters"),
             Grant("roles/iam.serviceAccountUser", "node_service_account",
                   "recreate a deleted pool that runs as slices.node_service_account"),
@@ -227,16 +227,16 @@ FUNCTIONS: tuple[Function, ...] = (
         ),
         kube_rules=(
             KubeRule("", ("nodes",), ("list",), "cluster",
-                     "how many nodes each pool has (shared/schedule/observe.py)"),
+                     "how many nodes each pool has (shared/offhours/observe.py)"),
             KubeRule("", ("pods",), ("list",), "cluster",
-                     "whether pods run on a pool (shared/schedule/observe.py)"),
+                     "whether pods run on a pool (shared/offhours/observe.py)"),
             KubeRule("kueue.x-k8s.io", ("workloads",), ("list",), "cluster",
                      "whether an admitted workload waits for a pool "
-                     "(shared/schedule/observe.py)"),
+                     "(shared/offhours/observe.py)"),
             KubeRule("", ("configmaps",), ("list", "get", "create", "patch", "delete"),
                      "state_namespace",
                      "the saved spec and size of each removed pool "
-                     "(shared/schedule/store.py)"),
+                     "(shared/offhours/store.py)"),
         ),
     ),
     Function(

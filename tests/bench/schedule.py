@@ -60,7 +60,7 @@ from sandbox.kubeapi import KubeApiServer, install_crds, start_kube_api
 from shared import kube
 from shared.config import AccelopsConfig, Settings, parse_config
 from shared.jobspec.labels import LABEL_SCHEDULE
-from shared.schedule import tick
+from shared.offhours import tick
 from tests.bench.results import write_results
 
 CLUSTERS = int(os.environ.get("BENCH_SCHEDULE_CLUSTERS", "10"))

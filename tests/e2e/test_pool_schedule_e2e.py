@@ -23,7 +23,7 @@ from sandbox.runner import Sandbox
 from sandbox.topology import PROJECT
 from shared import gke
 from shared.config import Settings
-from shared.schedule.plan import OUTPUT_ONLY
+from shared.offhours.plan import OUTPUT_ONLY
 from tests.e2e.conftest import wait_for
 from tests.slice_faults import control
 

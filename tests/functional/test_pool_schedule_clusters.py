@@ -17,7 +17,7 @@ from sandbox.gke import GkeApiServer, GkeState, start_gke_api
 from sandbox.kubeapi import KubeApiServer, install_crds, start_kube_api
 from shared import kube
 from shared.config import AccelopsConfig, Settings, parse_config
-from shared.schedule.tick import run_tick
+from shared.offhours.tick import run_tick
 
 PROJECT, LOCATION = "acme", "us-central2-b"
 # More than the sixteen clients the Kubernetes client cache used to keep.

@@ -8,7 +8,7 @@ from typing import Any
 from sandbox.schedule_report import ready_at, savings, spec_differences
 from sandbox.schedule_story import Day
 from shared.config.offhours import Schedule
-from shared.schedule.plan import OUTPUT_ONLY
+from shared.offhours.plan import OUTPUT_ONLY
 
 CET = dt.timezone(dt.timedelta(hours=1))
 

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shared.config.offhours import Schedule
-from shared.schedule.model import PoolView, SavedPool
-from shared.schedule.observe import build_pools
-from shared.schedule.plan import OUTPUT_ONLY, plan_cluster, plan_pool, saved_for
-from shared.schedule.windows import Desired
+from shared.offhours.model import PoolView, SavedPool
+from shared.offhours.observe import build_pools
+from shared.offhours.plan import OUTPUT_ONLY, plan_cluster, plan_pool, saved_for
+from shared.offhours.windows import Desired
 
 CLUSTER = "projects/p/locations/us-central2-b/clusters/c"
 NOW = dt.datetime(2026, 11, 23, 18, 5, tzinfo=dt.UTC)

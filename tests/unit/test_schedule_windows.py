@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from shared.config import parse_config
 from shared.config.offhours import MAX_CLUSTERS, Schedule, Window
 from shared.errors import ConfigError
-from shared.schedule.windows import desired_state, intervals, local_instant
+from shared.offhours.windows import desired_state, intervals, local_instant
 
 UTC = dt.UTC
 ZONES = ("Europe/Berlin", "America/New_York", "Australia/Lord_Howe", "Asia/Kolkata", "UTC")

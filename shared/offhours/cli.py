@@ -26,7 +26,7 @@ def _context(args: argparse.Namespace) -> tuple[Any, Any]:
 
 
 def _print_schedules(config: Any, at: dt.datetime) -> None:
-    from shared.schedule.windows import desired_state
+    from shared.offhours.windows import desired_state
 
     for name, schedule in sorted(config.schedules.items()):
         lead = (schedule.lead_time_minutes if schedule.lead_time_minutes is not None
@@ -36,7 +36,7 @@ def _print_schedules(config: Any, at: dt.datetime) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from shared.schedule.tick import plan_tick
+    from shared.offhours.tick import plan_tick
 
     settings, config = _context(args)
     at, clusters = plan_tick(settings, config, args.at, force=args.force)
@@ -60,7 +60,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from shared.schedule.tick import run_tick
+    from shared.offhours.tick import run_tick
 
     settings, config = _context(args)
     report = run_tick(settings, config, force=args.force)

@@ -15,7 +15,7 @@ from typing import Any
 
 from shared.errors import AlreadyExistsError
 from shared.kube import CONFIG_MAPS, KubeClient
-from shared.schedule.model import SavedPool
+from shared.offhours.model import SavedPool
 
 __all__ = ["LABEL_SAVED", "SAVED_SELECTOR", "config_map_name", "forget", "load_saved",
            "save_new", "update"]

@@ -37,10 +37,10 @@ from shared.jobspec.labels import NODEPOOL_LABEL
 from shared.kube import NODES, PODS, WORKLOADS, KubeClient, get_client
 from shared.log import get_logger
 from shared.metrics.pool_action import PoolActionRecord, pool_action_message
-from shared.schedule import store
-from shared.schedule.model import ClusterRef, PoolPlan, PoolView, SavedPool, Step
-from shared.schedule.observe import build_pools
-from shared.schedule.plan import plan_cluster
+from shared.offhours import store
+from shared.offhours.model import ClusterRef, PoolPlan, PoolView, SavedPool, Step
+from shared.offhours.observe import build_pools
+from shared.offhours.plan import plan_cluster
 
 __all__ = ["ClusterPlan", "TickReport", "cluster_refs", "plan_tick", "run_tick"]
 

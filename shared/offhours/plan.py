@@ -27,8 +27,8 @@ from typing import Any
 
 from shared.config.offhours import Schedule
 from shared.jobspec.labels import LABEL_TEAM
-from shared.schedule.model import Audit, PoolPlan, PoolView, SavedPool, Step, autoscaling_minimum
-from shared.schedule.windows import Desired, desired_state
+from shared.offhours.model import Audit, PoolPlan, PoolView, SavedPool, Step, autoscaling_minimum
+from shared.offhours.windows import Desired, desired_state
 
 __all__ = ["OUTPUT_ONLY", "creatable", "plan_cluster", "plan_pool", "saved_for", "zeroed"]
 

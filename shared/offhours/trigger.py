@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from shared.config import Settings, load_config_or_retry
 from shared.events import PubSubMessage
-from shared.schedule.tick import TickReport, run_tick
+from shared.offhours.tick import TickReport, run_tick
 
 __all__ = ["schedule_on_message"]
 

@@ -20,7 +20,7 @@ from shared.jobspec.labels import (
     TOPOLOGY_LABEL,
 )
 from shared.jobspec.tpu import machine_shapes, topology_chips
-from shared.schedule.model import PoolView
+from shared.offhours.model import PoolView
 
 __all__ = ["build_pools", "pool_node_labels"]
 
