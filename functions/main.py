@@ -90,6 +90,6 @@ def team_usage(cloud_event: CloudEvent) -> None:
     """A scheduler tick → each budgeted team's chip-hours today and this week, read from
     BigQuery and cached in a ConfigMap for submit_job's budget check."""
     from shared.handler import handle_pubsub
-    from shared.jobs.usage import usage_on_message
+    from shared.jobs.budget.usage import usage_on_message
 
     handle_pubsub(cloud_event, usage_on_message, "team_usage")

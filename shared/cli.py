@@ -23,7 +23,7 @@ from typing import Any
 # library), whose commands are named as "module:function" or import on their own.
 from shared.deployment.cli import add_commands
 from shared.errors import AccelopsError
-from shared.jobs.budget_cli import add_usage_command
+from shared.jobs.budget.cli import add_usage_command
 from shared.jobs.cli import add_commands as add_job_commands
 from shared.offhours.cli import add_commands as add_schedule_commands
 from shared.serving.cli import add_commands as add_model_commands

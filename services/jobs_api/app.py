@@ -196,7 +196,7 @@ def create_app(settings: Callable[[], Settings] = Settings.from_env) -> Flask:
     @app.get(f"{JOBS_PATH}/<job_id:job_id>/logs")
     def logs(job_id: str) -> Response:
         from shared.jobs.lookup import find_jobset, job_logs, team_namespaces
-        from shared.jobs.status import jobset_ref
+        from shared.jobs.status.explain import jobset_ref
         from shared.kube import get_client
 
         pod = request.args.get("pod", "").strip() or None

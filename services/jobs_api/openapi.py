@@ -1,7 +1,7 @@
 """The jobs API's OpenAPI 3.1 document, generated from the models the code uses.
 
 The request body is :class:`shared.jobspec.request.JobRequest` (what ``submit_job``
-validates), the answers are ``shared.jobs.status_model``'s ``JobSummary`` and
+validates), the answers are ``shared.jobs.status.model``'s ``JobSummary`` and
 ``JobStatus`` (what ``accelops jobs`` prints) and
 the API's own ``Accepted`` and ``ApiError``: each schema comes from its pydantic
 model, so the document cannot describe fields the code does not have. OpenAPI 3.1
@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from shared.jobs.api import JOBS_PATH, LOGS_MAX_TAIL_LINES, Accepted, ApiError
-from shared.jobs.status_model import JobStatus, JobSummary
+from shared.jobs.status.model import JobStatus, JobSummary
 from shared.jobspec.request import REQUEST_LIMITS, JobRequest
 
 __all__ = ["openapi_document"]

@@ -27,7 +27,7 @@ from shared.deployment.model import (
     StorageTrigger,
     WorkloadIdentity,
 )
-from shared.jobs.budget import USAGE_CONFIGMAP
+from shared.jobs.budget.model import USAGE_CONFIGMAP
 from shared.serving.convention import MODELS_PREFIX
 from shared.slices.record import RECORD_NAME
 
@@ -152,7 +152,7 @@ FUNCTIONS: tuple[Function, ...] = (
                      "creating (shared/lease.py)"),
             KubeRule("", ("configmaps",), ("get",), "state_namespace",
                      "read the teams' cached usage for their budgets, and only that "
-                     "ConfigMap (shared/jobs/budget_gate.py)",
+                     "ConfigMap (shared/jobs/budget/gate.py)",
                      resource_names=(USAGE_CONFIGMAP,)),
         ),
     ),
@@ -366,7 +366,7 @@ FUNCTIONS: tuple[Function, ...] = (
         env=_CLUSTER_ENV,
         grants=(
             Grant("roles/bigquery.dataViewer", "dataset",
-                  "read job_usage_daily (shared/jobs/usage_sql.py, shared/bigquery.py)"),
+                  "read job_usage_daily (shared/jobs/budget/usage_sql.py, shared/bigquery.py)"),
             Grant("roles/bigquery.jobUser", "project",
                   "run the query: BigQuery has no narrower scope for jobs"),
             _CLUSTER_ACCESS,
@@ -375,10 +375,10 @@ FUNCTIONS: tuple[Function, ...] = (
         kube_rules=(
             # A create names no object RBAC could match: it cannot be narrowed to one name.
             KubeRule("", ("configmaps",), ("create",), "state_namespace",
-                     "create the usage ConfigMap the first time (shared/jobs/usage.py)"),
+                     "create the usage ConfigMap the first time (shared/jobs/budget/usage.py)"),
             KubeRule("", ("configmaps",), ("get", "update"), "state_namespace",
                      "read and rewrite the usage ConfigMap, and only that one "
-                     "(shared/jobs/usage.py)", resource_names=(USAGE_CONFIGMAP,)),
+                     "(shared/jobs/budget/usage.py)", resource_names=(USAGE_CONFIGMAP,)),
         ),
         # It needs BigQuery as well as the cluster: the sandbox's metrics part has one,
         # and its ticks come from the cluster's scheduler.

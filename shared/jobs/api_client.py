@@ -3,7 +3,7 @@ uses instead of reaching the cluster itself.
 
 Each call sends a Google-signed ID token for the API's URL (``shared.idtoken``:
 ``$ACCELOPS_ID_TOKEN``, else application default credentials) and turns the answer
-into the models the direct commands print (``shared.jobs.status_model``) or into the
+into the models the direct commands print (``shared.jobs.status.model``) or into the
 domain error its status means, with the API's message (and field and rule) kept: 400
 PermanentError, 401/403 ForbiddenError, 404 NotFoundError, 409 ConflictError, 5xx
 and unreachable UnavailableError. The one module that speaks HTTP to the API.
@@ -24,7 +24,7 @@ from shared.errors import (
     UnavailableError,
 )
 from shared.jobs.api import JOBS_PATH, Accepted, job_path, logs_path
-from shared.jobs.status_model import JobStatus, JobSummary
+from shared.jobs.status.model import JobStatus, JobSummary
 
 __all__ = ["API_ENV", "JobsApiClient"]
 

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from shared.jobs.status_model import JobStatus, JobSummary
+    from shared.jobs.status.model import JobStatus, JobSummary
 
 __all__ = ["add_commands", "api_client", "format_jobs", "format_status", "print_jobs",
            "print_status"]

@@ -37,7 +37,7 @@ from shared.errors import (
     PermissionDeniedError,
     TransientError,
 )
-from shared.jobs.status import (
+from shared.jobs.status.explain import (
     Observation,
     explain,
     explain_rejection,
@@ -46,7 +46,7 @@ from shared.jobs.status import (
     leader_or_failed_pod,
     summarize,
 )
-from shared.jobs.status_model import JobStatus, JobSummary
+from shared.jobs.status.model import JobStatus, JobSummary
 from shared.jobspec.labels import (
     ANNOTATION_REQUEST_ID,
     JOBSET_NAME_LABEL,

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from shared.config import AccelopsConfig, Settings, load_config_or_retry
 from shared.errors import PermanentError
 from shared.events import PubSubMessage
-from shared.jobs.budget_gate import enforce_budget
+from shared.jobs.budget.gate import enforce_budget
 from shared.jobs.rejection import publish_rejection
 from shared.jobspec.labels import (
     ANNOTATION_REQUEST_HASH,

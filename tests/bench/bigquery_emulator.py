@@ -27,7 +27,7 @@ from typing import Any
 
 from sandbox.httpserver import free_port
 from shared import bigquery
-from shared.jobs.usage_sql import usage_params, usage_query
+from shared.jobs.budget.usage_sql import usage_params, usage_query
 from shared.metrics.schema import Names, apply_schema
 from tests.bench.results import write_results
 from tests.bigquery_fixtures import PROJECT, environment, fresh_dataset

@@ -50,7 +50,7 @@ from shared.jobs.lookup import (
     list_jobs,
     team_namespaces,
 )
-from shared.jobs.status import Observation, explain, summarize
+from shared.jobs.status.explain import Observation, explain, summarize
 from shared.jobspec.labels import ANNOTATION_REQUEST_ID, KUEUE_JOB_UID_LABEL
 from shared.kube import JOBSETS, PODS, WORKLOADS
 from shared.names import pool_name

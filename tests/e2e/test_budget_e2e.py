@@ -31,8 +31,8 @@ from sandbox.clockctl import SandboxClock
 from sandbox.runner import Sandbox
 from sandbox.topology import PROJECT
 from shared.config import Topics, load_config
-from shared.jobs.budget import USAGE_CONFIGMAP, USAGE_KEY, UsageSnapshot, hours_text, next_day
-from shared.jobs.budget_gate import CACHE_SECONDS
+from shared.jobs.budget.gate import CACHE_SECONDS
+from shared.jobs.budget.model import USAGE_CONFIGMAP, USAGE_KEY, UsageSnapshot, hours_text, next_day
 from shared.metrics.job_event import JobEventRecord, job_event_id, job_event_message
 from tests.e2e.conftest import wait_for
 

@@ -19,7 +19,7 @@ from shared import kube
 from shared.config import AccelopsConfig, Settings, load_config
 from shared.errors import NotFoundError
 from shared.jobs.lookup import job_status
-from shared.jobs.status_model import JobStatus
+from shared.jobs.status.model import JobStatus
 from tests.e2e.conftest import wait_for
 from tests.e2e.test_slices_e2e import finished, jobset, publish
 from tests.slice_faults import preempt

@@ -35,7 +35,7 @@ from shared.jobs.lookup import (
     job_status,
     list_jobs,
 )
-from shared.jobs.status_model import JobStatus
+from shared.jobs.status.model import JobStatus
 from shared.kube import JOBSETS, WORKLOADS
 from tests.e2e.conftest import wait_for
 from tests.e2e.test_slices_e2e import publish, request

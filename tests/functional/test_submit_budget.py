@@ -17,8 +17,8 @@ import pytest
 import yaml
 
 from shared import kube
-from shared.jobs.budget import USAGE_CONFIGMAP, USAGE_KEY, TeamUsage, UsageSnapshot
-from shared.jobs.budget_gate import reset_usage_cache
+from shared.jobs.budget.gate import reset_usage_cache
+from shared.jobs.budget.model import USAGE_CONFIGMAP, USAGE_KEY, TeamUsage, UsageSnapshot
 from shared.kube import CONFIG_MAPS
 from tests.functional.conftest import job_request, jobsets, pull_rejections, push_envelope
 from tests.jobs_fixtures import CONFIG, topic

@@ -25,8 +25,8 @@ import yaml
 from shared import bigquery, kube
 from shared.cli import main
 from shared.config import MetricsConfig
-from shared.jobs.budget import USAGE_CONFIGMAP, USAGE_KEY, UsageSnapshot
-from shared.jobs.budget_gate import reset_usage_cache
+from shared.jobs.budget.gate import reset_usage_cache
+from shared.jobs.budget.model import USAGE_CONFIGMAP, USAGE_KEY, UsageSnapshot
 from shared.kube import CONFIG_MAPS
 from shared.metrics.job_event import JobEventRecord, job_event_id, job_event_message
 from shared.metrics.schema import apply_schema

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from shared.jobs.cli import format_jobs, format_status
-from shared.jobs.status import (
+from shared.jobs.status.explain import (
     Observation,
     explain,
     explain_rejection,
@@ -17,8 +17,8 @@ from shared.jobs.status import (
     leader_or_failed_pod,
     summarize,
 )
-from shared.jobs.status_model import JobStatus
-from shared.jobs.status_parts import failure_kind
+from shared.jobs.status.model import JobStatus
+from shared.jobs.status.parts import failure_kind
 from shared.jobspec.labels import ANNOTATION_SLICE_FAILURE
 from shared.names import pool_name
 from shared.slices.model import SliceFailure

@@ -8,7 +8,7 @@ import pytest
 
 from shared.config import TeamBudget
 from shared.errors import PermanentError
-from shared.jobs.budget import (
+from shared.jobs.budget.model import (
     MAX_USAGE_AGE,
     TeamUsage,
     UsageSnapshot,

@@ -5,9 +5,9 @@ from __future__ import annotations
 from datetime import UTC, date, datetime, timedelta
 
 from shared.config import parse_config
-from shared.jobs.budget import TeamUsage, UsageSnapshot
-from shared.jobs.budget_report import usage_text
-from shared.jobs.usage_sql import usage_params, usage_snapshot
+from shared.jobs.budget.model import TeamUsage, UsageSnapshot
+from shared.jobs.budget.report import usage_text
+from shared.jobs.budget.usage_sql import usage_params, usage_snapshot
 
 NOW = datetime(2026, 11, 25, 20, 48, tzinfo=UTC)  # a Wednesday
 CONFIG = parse_config("""

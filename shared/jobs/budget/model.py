@@ -4,7 +4,7 @@ Pure: it reads the team's budget (``teams.<team>.budget`` in the configuration),
 cached usage ``team_usage`` wrote (:class:`UsageSnapshot`) and the current time, and
 either admits the request or raises PermanentError (field ``team``, rule ``budget``)
 whose message gives the budget, the usage and when it resets. The I/O around it —
-reading the cache from its ConfigMap, logging a warning — is ``shared.jobs.budget_gate``.
+reading the cache from its ConfigMap, logging a warning — is ``shared.jobs.budget.gate``.
 
 The rules:
 

@@ -14,11 +14,11 @@ needs two list calls however many jobs there are:
 
 ``jobs status`` adds what explains that state (:class:`Observation`): for a queued job
 the ClusterQueue, chips requested versus available and the workloads ahead
-(:mod:`shared.jobs.status_queue`); while provisioning each slice's node pool and GKE
+(:mod:`shared.jobs.status.queue`); while provisioning each slice's node pool and GKE
 operation and a failed create (stockout, quota) with the next attempt; while running
 the pods per slice and restarts; once finished the JobSet condition's reason and the
-failed pod's termination message (:mod:`shared.jobs.status_parts`). What the JobSet
-itself says (team, shape, slices, restarts) is read by :mod:`shared.jobs.status_facts`.
+failed pod's termination message (:mod:`shared.jobs.status.parts`). What the JobSet
+itself says (team, shape, slices, restarts) is read by :mod:`shared.jobs.status.facts`.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from shared.jobs.status_facts import (
+from shared.jobs.status.facts import (
     Facts,
     Obj,
     clock,
@@ -42,8 +42,8 @@ from shared.jobs.status_facts import (
     true_condition,
     when,
 )
-from shared.jobs.status_model import JobState, JobStatus, JobSummary, RejectionInfo
-from shared.jobs.status_parts import (
+from shared.jobs.status.model import JobState, JobStatus, JobSummary, RejectionInfo
+from shared.jobs.status.parts import (
     current_pods,
     ending,
     ending_lines,
@@ -53,7 +53,7 @@ from shared.jobs.status_parts import (
     slice_infos,
     slice_line,
 )
-from shared.jobs.status_queue import (
+from shared.jobs.status.queue import (
     is_admitted,
     pending_message,
     preempted_message,

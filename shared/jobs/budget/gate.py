@@ -1,10 +1,10 @@
 """The budget check of ``submit_job``: the cached usage read, the rule applied.
 
-``submit_job`` never queries BigQuery: ``team_usage`` (``shared.jobs.usage``) writes
+``submit_job`` never queries BigQuery: ``team_usage`` (``shared.jobs.budget.usage``) writes
 every team's usage to the ConfigMap :data:`~shared.jobs.budget.USAGE_CONFIGMAP` every
 five minutes, and this module reads it — one GET, only for a team that has a budget,
 and kept in the process for :data:`CACHE_SECONDS` so that a burst of submissions costs
-one read. The rule itself is pure (``shared.jobs.budget``).
+one read. The rule itself is pure (``shared.jobs.budget.model``).
 
 "Now" is the Kubernetes API server's clock (the Date header of the last answer, which
 the JobSet list of the same delivery has just refreshed): ``team_usage`` stamps its
@@ -28,7 +28,7 @@ from pydantic import ValidationError
 
 from shared.config import AccelopsConfig
 from shared.errors import NotFoundError, PermissionDeniedError
-from shared.jobs.budget import (
+from shared.jobs.budget.model import (
     USAGE_CONFIGMAP,
     USAGE_KEY,
     UsageSnapshot,

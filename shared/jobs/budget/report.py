@@ -1,7 +1,7 @@
 """``accelops jobs usage`` as text: each team's usage against its budget (pure).
 
 It prints what ``submit_job`` decides from — the cached snapshot and the rule of
-``shared.jobs.budget`` at the same instant — so a team's status here is the answer
+``shared.jobs.budget.model`` at the same instant — so a team's status here is the answer
 its next request would get.
 """
 
@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from shared.errors import PermanentError
-from shared.jobs.budget import (
+from shared.jobs.budget.model import (
     MAX_USAGE_AGE,
     USAGE_CONFIGMAP,
     UsageSnapshot,

@@ -30,8 +30,8 @@ def cmd_jobs_usage(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
     from shared.config import Settings, load_config_from
-    from shared.jobs.budget_gate import read_usage
-    from shared.jobs.budget_report import usage_text
+    from shared.jobs.budget.gate import read_usage
+    from shared.jobs.budget.report import usage_text
     from shared.kube import get_client
 
     config = load_config_from(args.config)

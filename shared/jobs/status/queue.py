@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared.jobs.status_model import QueueInfo
+from shared.jobs.status.model import QueueInfo
 from shared.jobspec.render import TPU_RESOURCE
 
 __all__ = ["QueueView", "is_admitted", "is_finished", "pending_message",

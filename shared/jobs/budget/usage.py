@@ -2,9 +2,9 @@
 
 A Cloud Scheduler tick every five minutes runs :func:`refresh_usage`: one read of the
 ConfigMap (which also gives the cluster's clock), one query of ``job_usage_daily`` for
-every team with a budget (``shared.jobs.usage_sql``), one write of the ConfigMap
+every team with a budget (``shared.jobs.budget.usage_sql``), one write of the ConfigMap
 :data:`~shared.jobs.budget.USAGE_CONFIGMAP` in ``slices.state_namespace``. ``submit_job``
-reads that ConfigMap and never waits on BigQuery (``shared.jobs.budget_gate``).
+reads that ConfigMap and never waits on BigQuery (``shared.jobs.budget.gate``).
 
 Every tick recomputes the whole snapshot, so the content of the message never matters,
 a duplicate is harmless and a missed tick is caught up by the next. The write is
@@ -23,8 +23,8 @@ from typing import Any
 from shared.config import AccelopsConfig, Settings, load_config_or_retry
 from shared.errors import AlreadyExistsError, ConflictError, DeploymentError, NotFoundError
 from shared.events import PubSubMessage
-from shared.jobs.budget import USAGE_CONFIGMAP, USAGE_KEY, UsageSnapshot, has_budget
-from shared.jobs.usage_sql import usage_params, usage_query, usage_snapshot
+from shared.jobs.budget.model import USAGE_CONFIGMAP, USAGE_KEY, UsageSnapshot, has_budget
+from shared.jobs.budget.usage_sql import usage_params, usage_query, usage_snapshot
 from shared.jobspec.labels import LABEL_MANAGED_BY
 from shared.kube import CONFIG_MAPS, KubeClient, get_client
 from shared.log import get_logger

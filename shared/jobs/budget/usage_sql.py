@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from shared.jobs.budget import TeamUsage, UsageSnapshot, day_start, week_start
+from shared.jobs.budget.model import TeamUsage, UsageSnapshot, day_start, week_start
 from shared.metrics.jobs_sql import JOB_USAGE_DAILY
 
 if TYPE_CHECKING:

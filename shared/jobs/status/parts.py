@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 
-from shared.jobs.status_facts import (
+from shared.jobs.status.facts import (
     Facts,
     Obj,
     clock,
@@ -16,7 +16,7 @@ from shared.jobs.status_facts import (
     true_condition,
     when,
 )
-from shared.jobs.status_model import FailureKind, FinishedInfo, SliceFailureInfo, SliceInfo
+from shared.jobs.status.model import FailureKind, FinishedInfo, SliceFailureInfo, SliceInfo
 from shared.jobspec.labels import (
     ANNOTATION_SLICE_FAILURE,
     LABEL_COMPLETION_INDEX,
