@@ -27,6 +27,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from shared import bigquery, gke
 from shared.config import AccelopsConfig, Settings
 from shared.errors import (
     ConfigError,
@@ -55,7 +56,9 @@ from shared.jobspec.labels import (
     LABEL_REQUEST_KEY,
 )
 from shared.kube import JOBSETS, PODS, WORKLOADS, KubeClient, Resource, get_client
+from shared.metrics.schema import Names
 from shared.names import request_key
+from shared.slices.record import load_record
 
 __all__ = ["CLUSTER_QUEUES", "LOCAL_QUEUES", "cancel_job", "find_jobset", "job_logs",
            "job_status", "list_jobs", "team_namespaces"]
@@ -113,9 +116,6 @@ def find_jobset(kube: KubeClient, job_id: str) -> dict[str, Any] | None:
 def _rejection(settings: Settings, config: AccelopsConfig, job_id: str) -> dict[str, Any] | None:
     """The latest ``rejected`` row of the request id; None when there is none. Raises
     NotFoundError saying why it could not look when BigQuery cannot be read."""
-    from shared import bigquery
-    from shared.metrics.schema import Names
-
     if not settings.project:
         raise NotFoundError(f"no job {job_id!r} on the cluster, and rejected requests "
                             "cannot be looked up without ACCELOPS_PROJECT (BigQuery)")
@@ -184,8 +184,6 @@ def _slice_parts(kube: KubeClient, settings: Settings, config: AccelopsConfig,
                  key: str) -> dict[str, Any]:
     """The slice record's operations and failure for the JobSet ``key``, and GKE's
     node pools; what cannot be read becomes a note."""
-    from shared.slices.record import load_record
-
     parts: dict[str, Any] = {}
     notes: list[str] = []
     try:
@@ -195,8 +193,6 @@ def _slice_parts(kube: KubeClient, settings: Settings, config: AccelopsConfig,
     except PermissionDeniedError as exc:
         notes.append(f"(reconcile_slices' record could not be read: {exc.message})")
     if settings.project and settings.location and settings.cluster:
-        from shared import gke
-
         try:
             parts["pools"] = {p.name: p.status for p in gke.list_node_pools(settings)}
         except (PermissionDeniedError, ConfigError) as exc:

@@ -16,9 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from shared import pubsub
 from shared.errors import PermanentError
 from shared.jobspec.request import REQUEST_LIMITS
 from shared.log import get_logger
+from shared.pubsub import MAX_ATTRIBUTES, valid_attribute_key
 
 if TYPE_CHECKING:
     from shared.config import AccelopsConfig, Settings
@@ -44,8 +46,6 @@ class RejectionRecord:
 
 def rejection_record(message: PubSubMessage, error: PermanentError) -> RejectionRecord:
     """The message to publish for a refused request (pure; always within Pub/Sub's limits)."""
-    from shared.pubsub import MAX_ATTRIBUTES, valid_attribute_key
-
     ours = {
         "rejected_by": REJECTED_BY,
         "rejection_reason": error.message,
@@ -74,8 +74,6 @@ def publish_rejection(message: PubSubMessage, error: PermanentError, settings: S
     topic missing, Pub/Sub unreachable) they are deployment or transient errors, so
     the event is retried rather than acknowledged unrecorded.
     """
-    from shared import pubsub
-
     log.error(f"job request rejected: {error.message}", message_id=message.message_id,
               **error.as_fields())
     record = rejection_record(message, error)

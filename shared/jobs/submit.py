@@ -49,7 +49,10 @@ from shared.jobspec.labels import (
 from shared.jobspec.policy import check_policy
 from shared.jobspec.render import render_jobset
 from shared.jobspec.request import read_job_request
+from shared.kube import JOBSETS, get_client
+from shared.lease import hold
 from shared.log import get_logger
+from shared.slices.notify import request_reconcile
 from shared.telemetry.emit import publish_job_events
 from shared.telemetry.events import rejected_event, submitted_event
 
@@ -114,8 +117,6 @@ def submit_message(message: PubSubMessage, settings: Settings | None = None) -> 
         outcome.jobset or jobset, config.teams, publish_time=message.publish_time,
         now=datetime.now(UTC))])
     if outcome.status == "created" and config.slices.enabled and settings.project:
-        from shared.slices.notify import request_reconcile
-
         request_reconcile(settings.project, config.topics.slices_reconcile, "jobset-applied",
                           f"{outcome.namespace}/{outcome.name}")
     return outcome
@@ -172,9 +173,6 @@ def judge(jobset: dict[str, Any], found: list[dict[str, Any]]) -> Verdict:
 def _create(jobset: dict[str, Any], settings: Settings, lock_namespace: str, *,
             holder: str, admit: Callable[[KubeClient], None] = lambda kube: None,
             ) -> SubmitOutcome:
-    from shared.kube import JOBSETS, get_client
-    from shared.lease import hold
-
     meta = jobset["metadata"]
     name, namespace = meta["name"], meta["namespace"]
     key = meta["labels"][LABEL_REQUEST_KEY]

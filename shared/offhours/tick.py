@@ -23,7 +23,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 
-from shared import gke
+from shared import gke, pubsub
 from shared.config import AccelopsConfig, Settings
 from shared.errors import (
     ConflictError,
@@ -202,8 +202,6 @@ Publish = Callable[[list[PoolActionRecord]], None]
 
 def _publisher(settings: Settings, config: AccelopsConfig) -> Publish:
     def publish(records: list[PoolActionRecord]) -> None:
-        from shared import pubsub
-
         settings.require("project")
         data, attributes = pool_action_message(records)
         pubsub.publish(str(settings.project), config.topics.loadtest_metrics, data,

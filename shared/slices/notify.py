@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import threading
 
+from shared import pubsub
+from shared.errors import AccelopsError
 from shared.log import get_logger
 
 __all__ = ["request_reconcile"]
@@ -19,9 +21,6 @@ log = get_logger("accelops.slices")
 
 
 def _publish(project: str, topic: str, reason: str, jobset: str) -> None:
-    from shared import pubsub
-    from shared.errors import AccelopsError
-
     try:
         pubsub.publish(project, topic, b"{}", {"trigger": reason, "jobset": jobset})
     except AccelopsError as exc:

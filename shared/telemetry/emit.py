@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from shared import pubsub
 from shared.log import get_logger
 from shared.metrics.job_event import JobEventRecord, job_event_message
 
@@ -43,7 +44,6 @@ def publish_job_events(settings: Settings, config: AccelopsConfig,
     """
     if not records:
         return 0
-    from shared import pubsub
 
     settings.require("project")
     assert settings.project is not None

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from shared import bigquery
 from shared.config import AccelopsConfig, Settings, load_config_or_retry
 from shared.errors import AlreadyExistsError, ConflictError, DeploymentError, NotFoundError
 from shared.events import PubSubMessage
@@ -28,6 +29,7 @@ from shared.jobs.budget.usage_sql import usage_params, usage_query, usage_snapsh
 from shared.jobspec.labels import LABEL_MANAGED_BY
 from shared.kube import CONFIG_MAPS, KubeClient, get_client
 from shared.log import get_logger
+from shared.metrics.schema import Names
 
 __all__ = ["UsageReport", "budget_teams", "refresh_usage", "usage_on_message"]
 
@@ -60,9 +62,6 @@ def refresh_usage(settings: Settings, config: AccelopsConfig) -> UsageReport:
     Raises DeploymentError when ``ACCELOPS_PROJECT`` is unset or the view is missing,
     TransientError when BigQuery or the Kubernetes API cannot be reached.
     """
-    from shared import bigquery
-    from shared.metrics.schema import Names
-
     teams = budget_teams(config)
     if not teams:
         log.info("no team has a budget: nothing to refresh")
