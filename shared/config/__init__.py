@@ -34,6 +34,7 @@ from pydantic import (
     model_validator,
 )
 
+from shared import storage
 from shared.config.offhours import PoolScheduleConfig, Schedule, check_schedule_names
 from shared.errors import ConfigError, PermanentError
 
@@ -398,7 +399,6 @@ def load_config(source: str) -> AccelopsConfig:
             hit = _cache.get(source)
         if hit is not None and now - hit.loaded_at < _GS_CACHE_SECONDS:
             return hit.config
-        from shared import storage  # lazily: only gs:// configs pay for the client
 
         try:
             text = storage.read_text(source)
