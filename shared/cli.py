@@ -72,13 +72,14 @@ def command(target: Command | str) -> Command:
 
 
 # Reports over a window of days, named by a word where a load test's id would go.
-DAILY_REPORTS = {"savings": "shared.commands.report_savings:main",
-                 "jobs": "shared.commands.report_jobs:main"}
+DAILY_REPORTS = {"savings": "shared.metrics.commands.report_savings:main",
+                 "jobs": "shared.metrics.commands.report_jobs:main"}
 
 
 def _report(args: argparse.Namespace) -> int:
     """``accelops report savings|jobs`` or ``accelops report TEST_ID``."""
-    return command(DAILY_REPORTS.get(args.test_id, "shared.commands.report:main"))(args)
+    return command(DAILY_REPORTS.get(args.test_id,
+                                     "shared.metrics.commands.report:main"))(args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -91,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     cat = sub.add_parser("catalogue", help="print the TPU slice shapes accelops knows")
     cat.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    cat.set_defaults(func="shared.commands.catalogue:main")
+    cat.set_defaults(func="shared.slices.commands.catalogue:main")
 
     jobs = sub.add_parser("jobs", help="job requests").add_subparsers(
         dest="jobs_command", required=True, metavar="ACTION")
@@ -100,7 +101,7 @@ def build_parser() -> argparse.ArgumentParser:
     render.add_argument("--config", help="config YAML (default: $ACCELOPS_CONFIG)")
     render.add_argument("--request-id", default="local-render",
                         help="request id when the file has none (default: local-render)")
-    render.set_defaults(func="shared.commands.jobs_render:main")
+    render.set_defaults(func="shared.jobs.commands.render:main")
     submit = jobs.add_parser("submit", help="publish a request to the job-requests topic, or "
                                             "POST it to the jobs API (--api)")
     submit.add_argument("file", help="job request JSON file")
@@ -113,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="POST it to the jobs API at URL instead of publishing "
                              "(default: $ACCELOPS_JOBS_API): the API checks it, gives it a "
                              "request id when it has none, and publishes it")
-    submit.set_defaults(func="shared.commands.jobs_submit:main")
+    submit.set_defaults(func="shared.jobs.commands.submit:main")
     add_job_commands(jobs)
     add_usage_command(jobs)
 
@@ -125,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="plan: print without acting (dry run); reconcile: act once")
     slices.add_argument("--cleanup-only", action="store_true",
                         help="only delete pools, never create")
-    slices.set_defaults(func="shared.commands.slices:main")
+    slices.set_defaults(func="shared.slices.commands.reconcile:main")
 
     sandbox = sub.add_parser("sandbox", help="the local sandbox: up, down, status, env, token")
     sandbox.add_argument("action", choices=["up", "down", "status", "env", "token"],
@@ -160,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     init.add_argument("--project", help="BigQuery project (default: $ACCELOPS_PROJECT)")
     init.add_argument("--config", help="config YAML with a metrics: section "
                                        "(default: $ACCELOPS_CONFIG, else built-in defaults)")
-    init.set_defaults(func="shared.commands.bq_init:main")
+    init.set_defaults(func="shared.metrics.commands.bq_init:main")
 
     report = sub.add_parser(
         "report", help="HTML report with PNG charts of a load test (optionally vs another); "

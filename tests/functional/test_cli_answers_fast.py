@@ -71,7 +71,7 @@ def test_every_command_names_an_implementation_that_imports_and_is_callable() ->
     assert {"sandbox", "demo", "loadtest", "deploy up", "deploy down", "catalogue"} <= set(
         targets)
     targets.update({f"report {word}": target for word, target in DAILY_REPORTS.items()})
-    targets["report TEST_ID"] = "shared.commands.report:main"
+    targets["report TEST_ID"] = "shared.metrics.commands.report:main"
     for name, target in targets.items():
         assert callable(command(target)), name  # type: ignore[arg-type]
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.commands.slices import print_report as _print_report
+from shared.slices.commands.reconcile import print_report as _print_report
 from shared.slices.model import Observed, SliceFailure
 from shared.slices.plan import plan_slices
 from shared.slices.reconcile import ReconcileReport

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import argparse
 
-from shared.commands.request_file import config_of
 from shared.config import AccelopsConfig, Settings
 from shared.errors import ConfigError
+from shared.jobs.commands.request_file import config_of
 from shared.metrics.schema import apply_schema
 
 __all__ = ["main"]

@@ -8,8 +8,8 @@ import contextlib
 from pathlib import Path
 
 from sandbox.loadtest import format_summary
-from shared.commands.metrics_source import metrics_env
 from shared.errors import PermanentError
+from shared.metrics.commands.source import metrics_env
 from shared.metrics.report import build_report, report_dir_name, save_report
 from shared.metrics.views import BigQueryMetrics
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 
-from shared.commands.metrics_source import daily_window, metrics_env
 from shared.errors import PermanentError
+from shared.metrics.commands.source import daily_window, metrics_env
 from shared.metrics.savings import BigQuerySavings
 from shared.metrics.savings_report import savings_text
 from shared.metrics.window import first_day

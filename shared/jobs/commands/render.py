@@ -6,7 +6,7 @@ import argparse
 
 import yaml
 
-from shared.commands.request_file import config_of, read_request
+from shared.jobs.commands.request_file import config_of, read_request
 from shared.jobspec.policy import check_policy
 from shared.jobspec.render import render_jobset
 

@@ -7,10 +7,10 @@ import argparse
 import os
 
 from shared import pubsub
-from shared.commands.request_file import config_of, read_request
 from shared.config import Settings, Topics
 from shared.errors import PermanentError
 from shared.jobs.cli import api_client
+from shared.jobs.commands.request_file import config_of, read_request
 
 __all__ = ["main"]
 

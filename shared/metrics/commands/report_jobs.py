@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 
-from shared.commands.metrics_source import daily_window, metrics_env
+from shared.metrics.commands.source import daily_window, metrics_env
 from shared.metrics.jobs import BigQueryJobs
 from shared.metrics.jobs_report import jobs_text
 from shared.metrics.window import first_day

@@ -1,0 +1,5 @@
+"""What ``accelops catalogue`` and ``accelops slices`` do, one module per command.
+
+Each module imports what its command needs at its top; the parser names them as
+``"shared.slices.commands.<module>:main"`` and imports one only when its command runs.
+"""
