@@ -19,14 +19,15 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-# Each area's commands, added to the parser: light modules (argparse and the standard
+# Each feature's commands, added to the parser: light modules (argparse and the standard
 # library), whose commands are named as "module:function" or import on their own.
-from shared.deployment.cli import add_commands
+from shared.deployment.cli import add_commands as add_deployment_commands
 from shared.errors import AccelopsError
-from shared.jobs.budget.cli import add_usage_command
 from shared.jobs.cli import add_commands as add_job_commands
+from shared.metrics.cli import add_commands as add_metrics_commands
 from shared.offhours.cli import add_commands as add_schedule_commands
 from shared.serving.cli import add_commands as add_model_commands
+from shared.slices.cli import add_commands as add_slice_commands
 
 __all__ = ["build_parser", "command", "main", "version"]
 
@@ -71,17 +72,6 @@ def command(target: Command | str) -> Command:
     return found
 
 
-# Reports over a window of days, named by a word where a load test's id would go.
-DAILY_REPORTS = {"savings": "shared.metrics.commands.report_savings:main",
-                 "jobs": "shared.metrics.commands.report_jobs:main"}
-
-
-def _report(args: argparse.Namespace) -> int:
-    """``accelops report savings|jobs`` or ``accelops report TEST_ID``."""
-    return command(DAILY_REPORTS.get(args.test_id,
-                                     "shared.metrics.commands.report:main"))(args)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="accelops",
@@ -90,43 +80,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    cat = sub.add_parser("catalogue", help="print the TPU slice shapes accelops knows")
-    cat.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    cat.set_defaults(func="shared.slices.commands.catalogue:main")
-
-    jobs = sub.add_parser("jobs", help="job requests").add_subparsers(
-        dest="jobs_command", required=True, metavar="ACTION")
-    render = jobs.add_parser("render", help="print the JobSet a request becomes; publishes nothing")
-    render.add_argument("file", help="job request JSON file")
-    render.add_argument("--config", help="config YAML (default: $ACCELOPS_CONFIG)")
-    render.add_argument("--request-id", default="local-render",
-                        help="request id when the file has none (default: local-render)")
-    render.set_defaults(func="shared.jobs.commands.render:main")
-    submit = jobs.add_parser("submit", help="publish a request to the job-requests topic, or "
-                                            "POST it to the jobs API (--api)")
-    submit.add_argument("file", help="job request JSON file")
-    submit.add_argument("--project", help="Pub/Sub project (default: $ACCELOPS_PROJECT)")
-    submit.add_argument("--topic", help="topic id (default: the config's, else job-requests)")
-    submit.add_argument("--config", help="config YAML (default: $ACCELOPS_CONFIG)")
-    submit.add_argument("--no-validate", action="store_true",
-                        help="publish even if the request does not validate locally")
-    submit.add_argument("--api", metavar="URL",
-                        help="POST it to the jobs API at URL instead of publishing "
-                             "(default: $ACCELOPS_JOBS_API): the API checks it, gives it a "
-                             "request id when it has none, and publishes it")
-    submit.set_defaults(func="shared.jobs.commands.submit:main")
-    add_job_commands(jobs)
-    add_usage_command(jobs)
-
-    slices = sub.add_parser(
-        "slices", help="TPU node pools: print the plan, or reconcile once",
-        description="Observe JobSets and node pools of the cluster named by the environment "
-                    "(KUBECONFIG or ACCELOPS_PROJECT/LOCATION/CLUSTER) and plan or act.")
-    slices.add_argument("action", choices=["plan", "reconcile"],
-                        help="plan: print without acting (dry run); reconcile: act once")
-    slices.add_argument("--cleanup-only", action="store_true",
-                        help="only delete pools, never create")
-    slices.set_defaults(func="shared.slices.commands.reconcile:main")
+    add_slice_commands(sub)
+    add_job_commands(sub)
+    add_metrics_commands(sub)
+    add_deployment_commands(sub)
+    add_model_commands(sub)
+    add_schedule_commands(sub)
 
     sandbox = sub.add_parser("sandbox", help="the local sandbox: up, down, status, env, token")
     sandbox.add_argument("action", choices=["up", "down", "status", "env", "token"],
@@ -153,37 +112,6 @@ def build_parser() -> argparse.ArgumentParser:
     sandbox.add_argument("--lifetime", type=int, default=3600,
                          help="with token: seconds until it expires (default: 3600)")
     sandbox.set_defaults(func="sandbox.runner:main")
-
-    bq = sub.add_parser("bq", help="BigQuery schema of load-test metrics").add_subparsers(
-        dest="bq_command", required=True, metavar="ACTION")
-    init = bq.add_parser("init", help="create or update the dataset, tables and views "
-                                      "(idempotent)")
-    init.add_argument("--project", help="BigQuery project (default: $ACCELOPS_PROJECT)")
-    init.add_argument("--config", help="config YAML with a metrics: section "
-                                       "(default: $ACCELOPS_CONFIG, else built-in defaults)")
-    init.set_defaults(func="shared.metrics.commands.bq_init:main")
-
-    report = sub.add_parser(
-        "report", help="HTML report with PNG charts of a load test (optionally vs another); "
-                       "`report savings`: accelerator-hours saved by off-hours pool removal; "
-                       "`report jobs`: queue wait, run time and chip-hours of jobs",
-        description="Reads the BigQuery views of $ACCELOPS_PROJECT (or $BIGQUERY_EMULATOR_HOST); "
-                    "with neither set, the local sandbox's BigQuery (started if needed).")
-    report.add_argument("test_id", metavar="TEST_ID|savings|jobs",
-                        help="the load test to report on; `savings`: a table of "
-                             "accelerator-hours saved per day, team and pool; `jobs`: jobs "
-                             "submitted, started, finished and failed, queue wait, "
-                             "provisioning and run time, chip-hours used and idle, per team, "
-                             "TPU type and day, and the slowest queue waits")
-    report.add_argument("--since", metavar="WINDOW",
-                        help="with savings or jobs: how far back, e.g. 36h or 2w (default: a "
-                             "week; whole UTC days)")
-    report.add_argument("--team", help="with jobs: only this team's jobs")
-    report.add_argument("--compare", metavar="OTHER_ID", help="a test to compare it with")
-    report.add_argument("--out", default="reports",
-                        help="directory for report folders (default: reports)")
-    report.add_argument("--state-dir", help="local sandbox state (default: .sandbox)")
-    report.set_defaults(func=_report)
 
     loadtest = sub.add_parser(
         "loadtest", help="run a load test on the local sandbox and report on it",
@@ -226,10 +154,6 @@ def build_parser() -> argparse.ArgumentParser:
                       help="how long each sandbox part may take to answer while it keeps "
                            "running (default: $ACCELOPS_SANDBOX_START_TIMEOUT, else 600)")
     demo.set_defaults(func="sandbox.demo:main")
-
-    add_commands(sub)
-    add_model_commands(sub)
-    add_schedule_commands(sub)
     return parser
 
 

@@ -1,5 +1,6 @@
-"""``accelops jobs list | status | cancel | logs``: jobs read straight off the cluster, or
-through the jobs API.
+"""``accelops jobs``: the arguments of every jobs command (``render`` and ``submit`` run
+from ``shared/jobs/commands/``, ``usage`` from ``budget.cli``), and ``list | status |
+cancel | logs``: jobs read straight off the cluster, or through the jobs API.
 
 The commands reach the cluster the environment names (``KUBECONFIG``, else
 ``ACCELOPS_PROJECT``/``ACCELOPS_LOCATION``/``ACCELOPS_CLUSTER``) with the caller's own
@@ -19,6 +20,8 @@ import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
+
+from shared.jobs.budget.cli import add_usage_command
 
 if TYPE_CHECKING:
     from shared.jobs.status.model import JobStatus, JobSummary
@@ -154,7 +157,35 @@ def _positive(text: str) -> int:
     return value
 
 
-def add_commands(jobs: Any) -> None:
+def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """``accelops jobs``: render and submit (``shared/jobs/commands/``), list, status,
+    cancel and logs (here), usage (``budget.cli``)."""
+    jobs = sub.add_parser("jobs", help="job requests").add_subparsers(
+        dest="jobs_command", required=True, metavar="ACTION")
+    render = jobs.add_parser("render", help="print the JobSet a request becomes; publishes nothing")
+    render.add_argument("file", help="job request JSON file")
+    render.add_argument("--config", help="config YAML (default: $ACCELOPS_CONFIG)")
+    render.add_argument("--request-id", default="local-render",
+                        help="request id when the file has none (default: local-render)")
+    render.set_defaults(func="shared.jobs.commands.render:main")
+    submit = jobs.add_parser("submit", help="publish a request to the job-requests topic, or "
+                                            "POST it to the jobs API (--api)")
+    submit.add_argument("file", help="job request JSON file")
+    submit.add_argument("--project", help="Pub/Sub project (default: $ACCELOPS_PROJECT)")
+    submit.add_argument("--topic", help="topic id (default: the config's, else job-requests)")
+    submit.add_argument("--config", help="config YAML (default: $ACCELOPS_CONFIG)")
+    submit.add_argument("--no-validate", action="store_true",
+                        help="publish even if the request does not validate locally")
+    submit.add_argument("--api", metavar="URL",
+                        help="POST it to the jobs API at URL instead of publishing "
+                             "(default: $ACCELOPS_JOBS_API): the API checks it, gives it a "
+                             "request id when it has none, and publishes it")
+    submit.set_defaults(func="shared.jobs.commands.submit:main")
+    _add_lookup_commands(jobs)
+    add_usage_command(jobs)
+
+
+def _add_lookup_commands(jobs: Any) -> None:
     """Add list, status, cancel and logs to the ``accelops jobs`` subparsers."""
     ident = ("a request id, a JobSet's NAMESPACE/NAME, or a JobSet name (unique across "
              "namespaces)")

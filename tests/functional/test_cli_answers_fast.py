@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from shared.cli import DAILY_REPORTS, build_parser, command, main
+from shared.cli import build_parser, command, main
+from shared.metrics.cli import DAILY_REPORTS
 from tests.functional.conftest import REPO
 
 # What a command line that only parses must not import: the clients and what they
