@@ -7,9 +7,9 @@ import argparse
 import contextlib
 from pathlib import Path
 
-from sandbox.loadtest import format_summary
 from shared.errors import PermanentError
 from shared.metrics.commands.source import metrics_env
+from shared.metrics.commands.summary import format_summary
 from shared.metrics.report import build_report, report_dir_name, save_report
 from shared.metrics.views import BigQueryMetrics
 

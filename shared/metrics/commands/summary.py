@@ -1,0 +1,28 @@
+"""A load test's summary as ``accelops report`` and ``accelops loadtest`` print it."""
+
+from __future__ import annotations
+
+from shared.metrics.model import TestSummary
+
+__all__ = ["format_summary"]
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else f"{value:.1f} ms"
+
+
+def format_summary(s: TestSummary) -> str:
+    lines = [
+        f"  test        {s.test_id}  ({s.server or '?'} / {s.model_name or '?'} on "
+        f"{s.accelerator or '?'}, {s.users or '?'} users, {s.duration_s:.1f}s)",
+        f"  requests    {s.requests}  ({s.qps:.1f}/s, {s.success_qps:.1f}/s successful), "
+        f"errors {s.errors} ({s.error_rate:.1%})",
+        f"  latency     p50 {_ms(s.p50_ms)}   p90 {_ms(s.p90_ms)}   p99 {_ms(s.p99_ms)}"
+        "   (successful requests)",
+    ]
+    if s.ttft_p50_ms is not None:
+        lines.append(f"  first token p50 {_ms(s.ttft_p50_ms)}   p90 {_ms(s.ttft_p90_ms)}")
+    lines.append(f"  tokens      {s.output_tokens} out, {s.tokens_per_s:.0f}/s")
+    if s.mixed_models:
+        lines.append(f"  warning     requests named several models: {s.models_seen}")
+    return "\n".join(lines)
