@@ -1,11 +1,20 @@
-"""The ``accelops`` command line.
+"""The ``accelops`` command line: builds the parser and runs the command chosen.
 
 The parser is built from light modules only (argparse and the standard library), so
 ``accelops --help`` and ``accelops --version`` answer without importing a client.
-A command names its implementation — a function here, or ``"module:function"`` —
-and :func:`main` imports that module only when the command runs (the one place the
+Each feature adds its own commands (``shared/<feature>/cli.py``); a command names its
+implementation as ``"module:function"`` (or a function of that light module), and
+:func:`main` imports that module only when the command runs (the one place the
 command line imports on demand), so ``accelops catalogue`` does not pay for the
 Pub/Sub client and ``accelops jobs render`` publishes nothing.
+
+Callers built on the library add commands too, and never the other way round: every
+installed ``accelops.commands`` entry point names a function that is given the
+subparsers once the library's commands are in, and adds its own commands or options
+of existing ones (:func:`subcommand` finds one, :func:`lazy` defers an import to a
+call). The sandbox adds ``sandbox``, ``loadtest`` and ``demo`` and what ``report``,
+``doctor`` and ``deploy up`` do against it (``sandbox/commands.py``).
+
 Errors print one line naming the problem and exit non-zero; tracebacks are kept
 for bugs.
 """
@@ -17,7 +26,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 # Each feature's commands, added to the parser: light modules (argparse and the standard
 # library), whose commands are named as "module:function" or import on their own.
@@ -29,7 +38,14 @@ from shared.offhours.cli import add_commands as add_schedule_commands
 from shared.serving.cli import add_commands as add_model_commands
 from shared.slices.cli import add_commands as add_slice_commands
 
-__all__ = ["build_parser", "command", "main", "version"]
+__all__ = ["COMMANDS_GROUP", "Subcommands", "build_parser", "command", "entry_points", "lazy",
+           "main", "subcommand", "version"]
+
+# The entry-point group of the commands callers add.
+COMMANDS_GROUP = "accelops.commands"
+
+# What add_subparsers returns (generic only to type checkers).
+Subcommands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
 def version() -> str:
@@ -67,9 +83,89 @@ def command(target: Command | str) -> Command:
     imported now — the command line's one import on demand."""
     if callable(target):
         return target
-    module, _, name = target.partition(":")
-    found: Command = getattr(importlib.import_module(module), name)
+    found: Command = _resolve(target)
     return found
+
+
+def _resolve(target: str) -> Any:
+    """What ``"module:attribute"`` names, its module imported now."""
+    module, _, name = target.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def lazy(target: str) -> Callable[..., Any]:
+    """``"module:function"`` as a function that imports it when called: what a light
+    module hands to a command (an option's default) without importing it now."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return _resolve(target)(*args, **kwargs)
+
+    call.__qualname__ = call.__name__ = target
+    return call
+
+
+def subcommand(sub: Subcommands, *names: str) -> argparse.ArgumentParser:
+    """The parser of an existing command, ``subcommand(sub, "deploy", "up")``, for a
+    caller that adds an option to it."""
+    parser = sub.choices[names[0]]
+    for name in names[1:]:
+        inner = next(action for action in parser._actions
+                     if isinstance(action, argparse._SubParsersAction))
+        parser = inner.choices[name]
+    return parser
+
+
+def entry_points(group: str) -> dict[str, str]:
+    """Name → ``"module:function"`` of the installed distributions' entry points in
+    ``group``: what ``importlib.metadata.entry_points(group=group)`` finds (the first
+    distribution of a name on ``sys.path`` counts), read from each ``*.dist-info`` (or
+    ``*.egg-info``) directory's ``entry_points.txt``. Importing importlib.metadata and
+    reading every distribution's metadata would take ``accelops --help`` longer than
+    building the whole parser; tests/functional/test_cli_answers_fast.py checks both
+    agree."""
+    header = f"[{group}]"
+    found: dict[str, str] = {}
+    seen: set[str] = set()
+    for entry in sys.path:
+        try:
+            names = sorted(os.listdir(entry or "."))
+        except OSError:
+            continue  # not a directory (a zip archive, a missing path)
+        for name in names:
+            if not name.endswith((".dist-info", ".egg-info")):
+                continue
+            distribution = name.partition("-")[0].lower().replace(".", "_")
+            if distribution in seen:
+                continue
+            seen.add(distribution)
+            try:
+                with open(os.path.join(entry or ".", name, "entry_points.txt"),
+                          encoding="utf-8") as file:
+                    text = file.read()
+            except OSError:
+                continue
+            if header in text:
+                found.update((key, value) for key, value in _section(text, header)
+                             if key not in found)
+    return found
+
+
+def _section(text: str, header: str) -> list[tuple[str, str]]:
+    """The ``name = value`` lines of one ``[group]`` section of an entry_points.txt."""
+    lines, inside = [], False
+    for raw in text.splitlines():
+        line = raw.strip()
+        if line.startswith("["):
+            inside = line == header
+        elif inside and "=" in line and not line.startswith(("#", ";")):
+            key, _, value = line.partition("=")
+            lines.append((key.strip(), value.partition("[")[0].strip()))
+    return lines
+
+
+def _added_commands() -> list[Callable[[Subcommands], None]]:
+    """The functions of the installed ``accelops.commands`` entry points, by name."""
+    return [_resolve(target) for _, target in sorted(entry_points(COMMANDS_GROUP).items())]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -87,73 +183,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_model_commands(sub)
     add_schedule_commands(sub)
 
-    sandbox = sub.add_parser("sandbox", help="the local sandbox: up, down, status, env, token")
-    sandbox.add_argument("action", choices=["up", "down", "status", "env", "token"],
-                         help="token: print an ID token for the jobs API, signed by the "
-                              "sandbox's issuer (--as EMAIL)")
-    sandbox.add_argument("--state-dir",
-                         help="where the sandbox keeps its state (default: .sandbox)")
-    sandbox.add_argument("--speed", type=float, default=60.0,
-                         help="with up: simulated seconds per real second (default: 60)")
-    sandbox.add_argument("--foreground", action="store_true",
-                         help="with up: stay in the foreground until interrupted")
-    sandbox.add_argument("--start-timeout", type=float, metavar="SECONDS",
-                         help="with up: how long each part may take to answer while it "
-                              "keeps running (default: $ACCELOPS_SANDBOX_START_TIMEOUT, "
-                              "else 600)")
-    sandbox.add_argument("--pubsub", choices=["standin", "emulator"], default=None,
-                         help="with up: the accelops stand-in or Google's Pub/Sub emulator "
-                              "(default: $ACCELOPS_SANDBOX_PUBSUB, else standin)")
-    sandbox.add_argument("--as", dest="identity", metavar="EMAIL",
-                         help="with token: the identity (a team member or admin in the "
-                              "sandbox config, e.g. alice@example.com)")
-    sandbox.add_argument("--audience",
-                         help="with token: the audience (default: the jobs API's URL)")
-    sandbox.add_argument("--lifetime", type=int, default=3600,
-                         help="with token: seconds until it expires (default: 3600)")
-    sandbox.set_defaults(func="sandbox.runner:main")
-
-    loadtest = sub.add_parser(
-        "loadtest", help="run a load test on the local sandbox and report on it",
-        description="Locust against the sandbox's Triton (or Saxml stand-in); metrics go "
-                    "through Pub/Sub and ingest_metrics into BigQuery. Starts the sandbox's "
-                    "metrics part if it is not running, and stops it afterwards.")
-    loadtest.add_argument("--server", choices=["triton", "saxml"], default="triton")
-    loadtest.add_argument("--deployment", metavar="NAME",
-                          help="target the version a deployed model serves now (started "
-                               "from a bucket upload; see `accelops models list`)")
-    loadtest.add_argument("--users", type=int, default=4, help="concurrent users (default: 4)")
-    loadtest.add_argument("--duration", type=int, default=10, help="seconds (default: 10)")
-    loadtest.add_argument("--test-id", help="default: lt-<UTC time>-<random>")
-    loadtest.add_argument("--host", help="target URL (default: the sandbox's server)")
-    loadtest.add_argument("--model", help="default: toy-lm (Triton), /sax/test/toy (Saxml)")
-    loadtest.add_argument("--accelerator", default="cpu",
-                          help="recorded with the run, e.g. v5litepod-8 (default: cpu)")
-    loadtest.add_argument("--max-tokens", type=int, default=16)
-    loadtest.add_argument("--stream", action="store_true",
-                          help="Triton only: stream tokens (generate_stream) and record the "
-                               "time to first token; model default toy-lm-stream")
-    loadtest.add_argument("--bad-request-ratio", type=float, default=0.0,
-                          help="fraction of requests sent to a missing model (default: 0)")
-    loadtest.add_argument("--report-dir", default="reports",
-                          help="where the HTML report goes (default: reports)")
-    loadtest.add_argument("--no-report", action="store_true", help="print the summary only")
-    loadtest.add_argument("--state-dir", help="local sandbox state (default: .sandbox)")
-    loadtest.set_defaults(func="sandbox.loadtest:main")
-
-    demo = sub.add_parser("demo", help="run the demo scenario on a fresh sandbox")
-    demo.add_argument("--state-dir", help="sandbox state directory (default: a temporary one)")
-    demo.add_argument("--scenario", choices=["jobs", "serving", "schedule", "all"],
-                      default="all",
-                      help="jobs: requests to JobSets and slices; serving: model uploads "
-                           "rolled out to Triton; schedule: node pools removed off-hours "
-                           "and restored; all (default): every one")
-    demo.add_argument("--report-dir", default="reports",
-                      help="where the load test's HTML report goes (default: reports)")
-    demo.add_argument("--start-timeout", type=float, metavar="SECONDS",
-                      help="how long each sandbox part may take to answer while it keeps "
-                           "running (default: $ACCELOPS_SANDBOX_START_TIMEOUT, else 600)")
-    demo.set_defaults(func="sandbox.demo:main")
+    # What callers built on the library add (the sandbox: sandbox, loadtest, demo, and
+    # its options of report, doctor and deploy up), after the library's own.
+    for add in _added_commands():
+        add(sub)
     return parser
 
 

@@ -1,6 +1,6 @@
-"""``accelops deploy generate``, ``accelops manifests render`` and ``accelops doctor``;
-the arguments of ``accelops deploy up|down`` too, whose implementation
-(``deploy_cli``) the command line imports only when one of them runs.
+"""``accelops deploy generate`` and ``accelops manifests render``; the arguments of
+``accelops doctor`` and ``accelops deploy up|down`` too, whose implementations
+(``doctor``, ``deploy_cli``) the command line imports only when one of them runs.
 
 Kept apart from ``shared/cli.py`` so the everyday commands do not import the
 deployment definition.
@@ -9,16 +9,10 @@ deployment definition.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from shared.deployment.doctor import Expectations
-
-__all__ = ["add_commands", "doctor_expectations", "repo_root", "write_files"]
+__all__ = ["add_commands", "repo_root", "write_files"]
 
 
 def repo_root() -> Path:
@@ -105,52 +99,6 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
-@contextlib.contextmanager
-def doctor_expectations(args: argparse.Namespace,
-                        ) -> Iterator[tuple[Expectations, tuple[str, ...]]]:
-    """What ``accelops doctor`` checks against, and which areas: a running local
-    sandbox (``--state-dir``), or the deployment the environment names."""
-    from shared.config import Settings, load_config
-    from shared.deployment.doctor import AREAS, Expectations, production_retry
-    from shared.errors import ConfigError
-
-    if args.state_dir:
-        from sandbox.runner import Sandbox
-        from sandbox.topology import FUNCTIONS, PROJECT
-
-        sandbox = Sandbox.attach(Path(args.state_dir))
-        running = [spec for spec in FUNCTIONS if sandbox.has(spec.target)]
-        retry = {spec.target: (spec.retry.minimum_backoff, spec.retry.maximum_backoff,
-                               spec.retry.max_delivery_attempts,
-                               spec.retry.ack_deadline_seconds) for spec in running}
-        areas = ["pubsub"]
-        areas += ["kubernetes", "identity"] if sandbox.has("cluster") else []
-        areas += ["bigquery"] if sandbox.has("bigquery") else []
-        expect = Expectations(
-            PROJECT, load_config(str(sandbox.config)), lambda f: retry[f.name],
-            push_endpoints={spec.target: sandbox.function_url(spec.target) for spec in running},
-            functions=tuple(retry))
-        with sandbox.client_env():
-            print(f"checking the sandbox in {sandbox.state_dir}")
-            yield expect, tuple(areas)
-        return
-    settings = Settings.from_env()
-    project = args.project or settings.project
-    source = args.config or settings.config_source
-    if not project or not source:
-        raise ConfigError("doctor needs a project and a config: pass --project and --config "
-                          "(or set ACCELOPS_PROJECT and ACCELOPS_CONFIG), or --state-dir "
-                          "for the local sandbox")
-    print(f"checking project {project} with config {source}")
-    yield Expectations(project, load_config(source), production_retry), tuple(AREAS)
-
-
-def cmd_doctor(args: argparse.Namespace) -> int:
-    from shared.deployment.doctor import main as doctor
-
-    return doctor(args)
-
-
 def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     deploy = sub.add_parser("deploy", help="the deployment definition").add_subparsers(
         dest="deploy_command", required=True, metavar="ACTION")
@@ -188,8 +136,7 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
         "doctor", help="check a deployment from outside and print each problem with its fix")
     doctor.add_argument("--config", help="team config YAML (default: $ACCELOPS_CONFIG)")
     doctor.add_argument("--project", help="default: $ACCELOPS_PROJECT")
-    doctor.add_argument("--state-dir", help="check the local sandbox in this state directory")
-    doctor.set_defaults(func=cmd_doctor)
+    doctor.set_defaults(func="shared.deployment.doctor:main")
 
 
 def _deploy_common(parser: argparse.ArgumentParser) -> None:
@@ -226,9 +173,6 @@ def _add_deploy_commands(deploy: argparse._SubParsersAction[argparse.ArgumentPar
     up.add_argument("--builder", choices=["cloudbuild", "docker"], default="cloudbuild",
                     help="build the service images with Cloud Build (default) or a local "
                          "docker")
-    up.add_argument("--sandbox", metavar="STATE_DIR",
-                    help="only the Kubernetes half, on the local sandbox running from "
-                         "STATE_DIR")
     up.set_defaults(func="shared.deployment.deploy_cli:cmd_up")
 
     down = deploy.add_parser(

@@ -6,7 +6,8 @@ The order and the commands are ``shared/deployment/up.py``'s; running them is
 ``shared/deployment/runner.py``'s. Progress is kept in ``--work-dir`` (default
 ``.deploy/<project>/`` in the repository): ``up.json``/``down.json`` (completed
 steps), ``kubeconfig`` (this deployment's cluster credentials) and ``overlay/`` (the
-rendered manifests).
+rendered manifests). The sandbox adds ``deploy up --sandbox`` and runs its plan with
+:func:`run_plan` (``sandbox/commands.py``).
 """
 
 from __future__ import annotations
@@ -17,22 +18,17 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from shared.deployment.cli import repo_root
 from shared.deployment.steps import Plan
 from shared.deployment.up import Kubernetes, Site
 from shared.errors import ConfigError
 
-__all__ = ["cmd_down", "cmd_up"]
+__all__ = ["cmd_down", "cmd_up", "run_plan", "shown"]
 
 TOOLS = ("terraform", "gcloud", "kubectl")
 
 
-def _root() -> Path:
-    from shared.deployment.cli import repo_root
-
-    return repo_root()
-
-
-def _shown(path: Path, root: Path) -> str:
+def shown(path: Path, root: Path) -> str:
     """As the steps print it: relative to the repository root (where they run) when
     inside it."""
     path = path.resolve()
@@ -52,8 +48,9 @@ def _revision(root: Path) -> str:
 def _site(args: argparse.Namespace, root: Path) -> Site:
     from shared.config import load_config
     if not args.config or not args.project:
+        # Said when the command has --sandbox (the sandbox adds it to up).
         raise ConfigError(f"deploy {args.deploy_command} needs --config and --project"
-                          + (" (or --sandbox STATE_DIR)" if args.deploy_command == "up" else ""))
+                          + (" (or --sandbox STATE_DIR)" if hasattr(args, "sandbox") else ""))
     config = Path(args.config).resolve()
     if not config.is_file():
         raise ConfigError(f"no team config at {args.config}")
@@ -63,13 +60,13 @@ def _site(args: argparse.Namespace, root: Path) -> Site:
         raise ConfigError(f"{terraform_dir} holds no Terraform configuration (main.tf)")
     work = Path(args.work_dir or root / ".deploy" / args.project).resolve()
     return Site(
-        project=args.project, config=_shown(config, root),
+        project=args.project, config=shown(config, root),
         # Terraform reads the file relative to its own directory (-chdir).
         terraform_config=os.path.relpath(config, terraform_dir),
-        terraform_dir=_shown(terraform_dir, root), work_dir=_shown(work, root),
+        terraform_dir=shown(terraform_dir, root), work_dir=shown(work, root),
         state_bucket=args.state_bucket or f"{args.project}-tfstate",
         state_location=args.state_location,
-        kubernetes=Kubernetes(_shown(work / "kubeconfig", root), _shown(work / "overlay", root),
+        kubernetes=Kubernetes(shown(work / "kubeconfig", root), shown(work / "overlay", root),
                               controllers_timeout_seconds=args.controllers_timeout),
         builder=getattr(args, "builder", "cloudbuild"),
         revision=_revision(root), auto_approve=args.auto_approve)
@@ -80,7 +77,7 @@ def _preflight(site: Site, tools: tuple[str, ...]) -> None:
     if missing:
         raise ConfigError(f"not on PATH: {', '.join(missing)} (deploy runs terraform, "
                           "gcloud and kubectl; see README 'Deploy to Google Cloud')")
-    tfvars = _root() / site.terraform_dir / "terraform.tfvars"
+    tfvars = repo_root() / site.terraform_dir / "terraform.tfvars"
     if not tfvars.is_file():
         raise ConfigError(f"no {tfvars}: copy terraform.tfvars.example next to it and set "
                           "the cluster, image_tags and who may call the services")
@@ -88,8 +85,6 @@ def _preflight(site: Site, tools: tuple[str, ...]) -> None:
 
 def _rerun(args: argparse.Namespace) -> str:
     """The command that continues this one (said when a step fails)."""
-    if getattr(args, "sandbox", None):
-        return f"accelops deploy up --sandbox {args.sandbox}"
     words = [f"accelops deploy {args.deploy_command}", f"--config {args.config}",
              f"--project {args.project}"]
     for flag in ("state_bucket", "terraform_dir", "work_dir"):
@@ -102,7 +97,10 @@ def _rerun(args: argparse.Namespace) -> str:
     return " ".join(words)
 
 
-def _run(args: argparse.Namespace, plan: Plan, work: Path, other: str) -> int:
+def run_plan(args: argparse.Namespace, plan: Plan, work: Path, other: str,
+             rerun: str | None = None) -> int:
+    """Print the plan (``--plan``) or run it, keeping progress in ``work``; ``rerun``:
+    the command that continues it (default: this one's options)."""
     from shared.deployment.runner import Runner
     from shared.deployment.steps import script
 
@@ -110,7 +108,7 @@ def _run(args: argparse.Namespace, plan: Plan, work: Path, other: str) -> int:
         print(script(plan), end="")
         return 0
     state = work / f"{plan.command}.json"
-    Runner(_root(), state, _rerun(args)).run(plan, from_step=args.from_step,
+    Runner(repo_root(), state, rerun or _rerun(args)).run(plan, from_step=args.from_step,
                                              restart=args.restart)
     # A finished up makes an earlier down's progress meaningless, and the other way round.
     (work / f"{other}.json").unlink(missing_ok=True)
@@ -118,33 +116,20 @@ def _run(args: argparse.Namespace, plan: Plan, work: Path, other: str) -> int:
 
 
 def cmd_up(args: argparse.Namespace) -> int:
-    from shared.deployment.up import sandbox_plan, up_plan
+    from shared.deployment.up import up_plan
 
-    root = _root()
-    if args.sandbox:
-        from sandbox.runner import Sandbox
-        from sandbox.topology import PROJECT
-
-        sandbox = Sandbox.attach(Path(args.sandbox))
-        work = sandbox.state_dir / "deploy"
-        k = Kubernetes(_shown(sandbox.kubeconfig, root), _shown(work / "overlay", root),
-                       controllers_timeout_seconds=args.controllers_timeout)
-        plan = sandbox_plan(_shown(sandbox.state_dir, root), _shown(sandbox.config, root),
-                            PROJECT, k)
-        if not args.plan and shutil.which("kubectl") is None:
-            raise ConfigError("not on PATH: kubectl")
-        return _run(args, plan, work, "down")
+    root = repo_root()
     site = _site(args, root)
     if not args.plan:
         _preflight(site, (*TOOLS, *(("docker",) if site.builder == "docker" else ())))
-    return _run(args, up_plan(site), root / site.work_dir, "down")
+    return run_plan(args, up_plan(site), root / site.work_dir, "down")
 
 
 def cmd_down(args: argparse.Namespace) -> int:
     from shared.config import load_config
     from shared.deployment.down import down_plan
 
-    root = _root()
+    root = repo_root()
     site = _site(args, root)
     teams = load_config(str(Path(args.config).resolve())).teams.values()
     plan = down_plan(site, (team.namespace for team in teams), controllers=args.controllers)
@@ -155,4 +140,4 @@ def cmd_down(args: argparse.Namespace) -> int:
                               "there, the Sax cell's state) with everything in them: pass "
                               "--delete-data to go on (--plan shows every step)")
         _preflight(site, TOOLS)
-    return _run(args, plan, root / site.work_dir, "up")
+    return run_plan(args, plan, root / site.work_dir, "up")

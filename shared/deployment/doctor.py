@@ -24,14 +24,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from shared.config import AccelopsConfig
+from shared.config import AccelopsConfig, Settings, load_config
 from shared.deployment import system
 from shared.deployment.access import Probe, allowed_by_definition, probes
 from shared.deployment.manifests import PREEMPTION, PRIORITY_VALUES, cluster_queue_name, identity
 from shared.deployment.model import Function, Service
-from shared.errors import AccelopsError
+from shared.errors import AccelopsError, ConfigError
 
-__all__ = ["Expectations", "Finding", "check", "main"]
+__all__ = ["AREAS", "Expectations", "Finding", "check", "main", "production_retry", "run"]
 
 Retry = tuple[float, float, int, int]  # minimum, maximum backoff; attempts; ack deadline
 
@@ -318,8 +318,20 @@ def report(findings: Iterator[Finding], out: Callable[[str], None] = print) -> i
     return problems
 
 
-def main(args: argparse.Namespace) -> int:
-    from shared.deployment.cli import doctor_expectations
+def run(expect: Expectations, areas: tuple[str, ...] = tuple(AREAS)) -> int:
+    """Check and print every finding; the exit code (1: problems found)."""
+    return 1 if report(check(expect, areas)) else 0
 
-    with doctor_expectations(args) as (expect, areas):
-        return 1 if report(check(expect, areas)) else 0
+
+def main(args: argparse.Namespace) -> int:
+    """``accelops doctor``: the deployment the options or the environment name (the
+    sandbox adds ``--state-dir`` for itself: ``sandbox/commands.py``)."""
+    settings = Settings.from_env()
+    project = args.project or settings.project
+    source = args.config or settings.config_source
+    if not project or not source:
+        raise ConfigError("doctor needs a project and a config: pass --project and --config "
+                          "(or set ACCELOPS_PROJECT and ACCELOPS_CONFIG), or --state-dir "
+                          "for the local sandbox")
+    print(f"checking project {project} with config {source}")
+    return run(Expectations(project, load_config(source), production_retry))

@@ -2,8 +2,8 @@
 
 Light (argparse only): each command is named as ``"module:function"`` of
 ``shared/metrics/commands/``, imported only when it runs. The report reads the
-BigQuery the environment names; a caller may add where to read otherwise (the
-sandbox adds ``--state-dir`` and its own BigQuery, see ``commands/source.py``).
+BigQuery the environment names; a caller may add one to read when it names none (the
+sandbox adds its own and ``--state-dir``: ``commands/source.py``).
 """
 
 from __future__ import annotations
@@ -58,5 +58,4 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     report.add_argument("--compare", metavar="OTHER_ID", help="a test to compare it with")
     report.add_argument("--out", default="reports",
                         help="directory for report folders (default: reports)")
-    report.add_argument("--state-dir", help="local sandbox state (default: .sandbox)")
     report.set_defaults(func=LOAD_TEST_REPORT)

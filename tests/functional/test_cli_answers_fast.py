@@ -5,6 +5,7 @@ checked before anything starts."""
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from shared.cli import build_parser, command, main
+from shared.cli import COMMANDS_GROUP, build_parser, command, entry_points, main
 from shared.metrics.cli import DAILY_REPORTS
 from tests.functional.conftest import REPO
 
@@ -22,6 +23,9 @@ from tests.functional.conftest import REPO
 # of the virtualenv imports into every interpreter, so only their contents count.)
 HEAVY = ("kubernetes", "google.", "grpc", "requests", "urllib3", "pydantic", "yaml",
          "proto", "sandbox")
+# Except the sandbox's light module that adds its commands (the accelops.commands entry
+# point).
+LIGHT = ("sandbox", "sandbox.commands")
 
 _IMPORTED_BY = """
 import json, sys
@@ -53,7 +57,7 @@ def test_help_and_version_import_no_client(argv: list[str]) -> None:
     done = _run("-c", _IMPORTED_BY, json.dumps(argv))
     imported = json.loads(done.stderr.strip().splitlines()[-1])
     assert done.stdout.startswith(("usage: accelops", "accelops "))
-    assert [name for name in imported if name.startswith(HEAVY)] == []
+    assert [name for name in imported if name.startswith(HEAVY) and name not in LIGHT] == []
 
 
 def _targets(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()) -> dict[str, object]:
@@ -77,6 +81,14 @@ def test_every_command_names_an_implementation_that_imports_and_is_callable() ->
         assert callable(command(target)), name  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("group", [COMMANDS_GROUP, "console_scripts"])
+def test_entry_points_are_those_importlib_metadata_finds(group: str) -> None:
+    expected = {point.name: point.value.partition("[")[0].strip()
+                for point in importlib.metadata.entry_points(group=group)}
+    assert entry_points(group) == expected
+    assert entry_points(COMMANDS_GROUP) == {"sandbox": "sandbox.commands:add_commands"}
+
+
 @pytest.mark.parametrize(("argv", "env", "message"), [
     (["--start-timeout", "0"], "", "--start-timeout must be a positive number of seconds, "
                                    "not '0.0'"),
@@ -91,3 +103,24 @@ def test_sandbox_up_refuses_a_start_timeout_that_is_not_a_number_of_seconds(
     assert main(["sandbox", "up", "--state-dir", str(state), *argv]) == 1
     assert capsys.readouterr().err == f"accelops sandbox: {message}\n"
     assert not state.exists()  # refused before anything started
+
+
+@pytest.mark.parametrize(("argv", "target"), [
+    (["doctor", "--state-dir", "sb"], "sandbox.targets:doctor"),
+    (["deploy", "up", "--sandbox", "sb"], "sandbox.targets:deploy_up"),
+    (["doctor"], "shared.deployment.doctor:main"),
+    (["deploy", "up"], "shared.deployment.deploy_cli:cmd_up"),
+    (["report", "savings"], "shared.metrics.commands.report_savings:main"),
+    (["report", "lt-1"], "shared.metrics.commands.report:main"),
+])
+def test_options_naming_the_sandbox_send_the_command_there(argv: list[str],
+                                                           target: str) -> None:
+    args = build_parser().parse_args(argv)
+    assert args.func == target
+    assert callable(command(args.func))
+
+
+def test_the_report_reads_the_sandboxs_bigquery_when_none_is_named() -> None:
+    args = build_parser().parse_args(["report", "savings"])
+    assert args.local_metrics.__name__ == "sandbox.targets:local_metrics"
+    assert callable(command("sandbox.targets:local_metrics"))

@@ -1,5 +1,6 @@
 """Where ``accelops report`` reads from: the BigQuery the environment names, else the
-local sandbox's (started for the report when it is not running)."""
+one a caller added to the command (the local sandbox's, started for the report when
+it is not running: ``sandbox/commands.py``)."""
 
 from __future__ import annotations
 
@@ -8,24 +9,27 @@ import contextlib
 import os
 from datetime import timedelta
 
-from sandbox.runner import session, state_dir_from
-from shared.errors import PermanentError
+from shared.errors import ConfigError, PermanentError
 from shared.metrics.window import DEFAULT_SINCE, parse_since
 
 __all__ = ["daily_window", "metrics_env"]
 
 
 def _local_metrics() -> bool:
-    """Whether reports should come from the local sandbox: nothing names a real project
-    or a BigQuery endpoint."""
+    """Whether reports should come from a caller's BigQuery (the local sandbox's):
+    nothing names a real project or a BigQuery endpoint."""
     return not (os.environ.get("ACCELOPS_PROJECT") or os.environ.get("BIGQUERY_EMULATOR_HOST"))
 
 
 def metrics_env(stack: contextlib.ExitStack, args: argparse.Namespace) -> None:
-    """Point the BigQuery client at the local sandbox's when nothing names another."""
+    """Point the BigQuery client at the one a caller added to the command
+    (``args.local_metrics(args)``, a context manager) when nothing names another."""
     if _local_metrics():
-        sandbox = stack.enter_context(session(state_dir_from(args.state_dir), {"reports"}))
-        stack.enter_context(sandbox.client_env())
+        local = getattr(args, "local_metrics", None)
+        if local is None:
+            raise ConfigError("no BigQuery to read: set ACCELOPS_PROJECT (or "
+                              "BIGQUERY_EMULATOR_HOST)")
+        stack.enter_context(local(args))
 
 
 def daily_window(args: argparse.Namespace, what: str) -> tuple[str, timedelta]:
