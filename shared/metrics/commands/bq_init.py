@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 
-from shared.config import AccelopsConfig, Settings
+from shared.config import AccelopsConfig, Settings, load_config_from
 from shared.errors import ConfigError
-from shared.jobs.commands.request_file import config_of
 from shared.metrics.schema import apply_schema
 
 __all__ = ["main"]
@@ -16,8 +15,8 @@ def main(args: argparse.Namespace) -> int:
     project = args.project or Settings.from_env().project
     if not project:
         raise ConfigError("no project: pass --project or set ACCELOPS_PROJECT")
-    config = config_of(args) if args.config or Settings.from_env().config_source else (
-        AccelopsConfig())
+    named = args.config or Settings.from_env().config_source
+    config = load_config_from(args.config) if named else AccelopsConfig()
     outcome = apply_schema(project, config.metrics, progress=print)
     changed = sum(1 for result in outcome.values() if result != "unchanged")
     print(f"{changed} of {len(outcome)} objects created or updated")
