@@ -154,7 +154,7 @@ def start_rollout(kube: KubeClient, config: AccelopsConfig, ledger: Ledger, roll
 def _start_triton(kube: KubeClient, config: AccelopsConfig, ledger: Ledger, rollout: Rollout,
                   manifest: DeployManifest, sources: dict[str, ObjectInfo], bucket: str,
                   prefix: str, pinned: bytes | None) -> DeployOutcome:
-    from shared.serving.rollout import apply_release
+    from shared.serving.triton_rollout import apply_release
 
     def act() -> None:
         releases.copy_snapshot(manifest, sources, bucket, prefix, pinned)

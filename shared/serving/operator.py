@@ -100,7 +100,7 @@ def rollback(kube: KubeClient, config: AccelopsConfig, model: str,
     if target.id == ledger.current and ledger.active() is None:
         raise PermanentError(f"{model} {target.version} already serves", field="--to")
     from shared.serving.deploy import supersede_active
-    from shared.serving.rollout import apply_release
+    from shared.serving.triton_rollout import apply_release
 
     now = time.time()
     count = sum(1 for r in ledger.rollouts if r.kind == "rollback") + 1

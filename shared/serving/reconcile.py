@@ -66,7 +66,7 @@ def _advance(kube: KubeClient, ledger: Ledger, config: AccelopsConfig, now: floa
         from shared.serving.saxml_rollout import advance_saxml
 
         return advance_saxml(kube, ledger, rollout, config, now)
-    from shared.serving.rollout import advance
+    from shared.serving.triton_rollout import advance
 
     return advance(kube, ledger, rollout, config.serving, now)
 
