@@ -23,9 +23,6 @@ Storage, the cluster or a concurrent writer raise and the event is redelivered.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Literal
 
 from shared.config import AccelopsConfig, Settings, load_config_or_retry
 from shared.errors import NotFoundError, PermanentError
@@ -34,25 +31,17 @@ from shared.log import get_logger
 from shared.serving import release as releases
 from shared.serving.convention import parse_object_name
 from shared.serving.events import ObjectEvent
-from shared.serving.ledger import Ledger, Rollout, load_ledger, save_ledger
+from shared.serving.ledger import Ledger, Rollout, load_ledger
 from shared.serving.manifest import MAX_MANIFEST_BYTES, DeployManifest, read_manifest
+from shared.serving.rollout_start import DeployOutcome, reject, start_rollout
+from shared.serving.saxml_rollout import start_saxml
 from shared.serving.triton import release_id, release_prefix
+from shared.serving.triton_rollout import apply_release
 from shared.storage import ObjectInfo
 
-__all__ = ["DeployOutcome", "deploy_object", "reject", "start_rollout", "supersede_active"]
+__all__ = ["deploy_object"]
 
 log = get_logger("accelops.serving")
-
-Outcome = Literal["ignored", "duplicate", "stale", "rejected", "started"]
-
-
-@dataclass(frozen=True, slots=True)
-class DeployOutcome:
-    outcome: Outcome
-    detail: str
-    model: str | None = None
-    rollout: str | None = None
-
 
 def _spec(manifest: DeployManifest) -> dict[str, object]:
     spec = manifest.model_dump(mode="json", exclude={"files"})
@@ -107,8 +96,6 @@ def deploy_object(event: ObjectEvent | None, settings: Settings | None = None) -
         "spec": _spec(manifest), "release": f"gs://{releases_bucket}/{prefix}"})
     ledger.server, ledger.deployment = manifest.server, manifest.target
     if manifest.server == "saxml":
-        from shared.serving.saxml_rollout import start_saxml
-
         return start_saxml(kube, config, ledger, rollout, manifest, sources,
                            releases_bucket, prefix)
     return _start_triton(kube, config, ledger, rollout, manifest, sources,
@@ -122,40 +109,9 @@ def _read_manifest(event: ObjectEvent) -> bytes:
                               max_bytes=MAX_MANIFEST_BYTES + 1)
 
 
-def supersede_active(ledger: Ledger, keep: str, now: float) -> None:
-    """A newer rollout replaces any that is still in flight."""
-    for other in ledger.rollouts:
-        if other.active and other.id != keep:
-            ledger.update(other.id, state="superseded", finished=now,
-                          progress=f"replaced by {keep}")
-
-
-def start_rollout(kube: KubeClient, config: AccelopsConfig, ledger: Ledger, rollout: Rollout,
-                  act: Callable[[], None], progress: str) -> DeployOutcome | None:
-    """Record the rollout, ``act`` (write its snapshot, apply what serves it), then mark
-    it rolling out. Recorded before anything is written: a crash from there on leaves
-    a "starting" rollout that the redelivered event resumes. Returns the rejection
-    when ``act`` is refused — a source generation gone since it was checked, or
-    objects the API server refuses: nothing serves from such a release, so it is
-    refused, not left pending — else None."""
-    namespace = config.serving.namespace
-    supersede_active(ledger, rollout.id, rollout.started)
-    ledger.record(rollout, config.serving.history)
-    save_ledger(kube, namespace, ledger)
-    try:
-        act()
-    except PermanentError as exc:
-        return reject(kube, namespace, config, ledger, rollout, exc)
-    ledger.update(rollout.id, state="rolling-out", progress=progress)
-    save_ledger(kube, namespace, ledger)
-    return None
-
-
 def _start_triton(kube: KubeClient, config: AccelopsConfig, ledger: Ledger, rollout: Rollout,
                   manifest: DeployManifest, sources: dict[str, ObjectInfo], bucket: str,
                   prefix: str, pinned: bytes | None) -> DeployOutcome:
-    from shared.serving.triton_rollout import apply_release
-
     def act() -> None:
         releases.copy_snapshot(manifest, sources, bucket, prefix, pinned)
         apply_release(kube, rollout, config.serving)
@@ -169,18 +125,6 @@ def _start_triton(kube: KubeClient, config: AccelopsConfig, ledger: Ledger, roll
     _nudge(config)
     return DeployOutcome("started", f"rolling out {manifest.version} as {rollout.id}",
                          manifest.model, rollout.id)
-
-
-def reject(kube: KubeClient, namespace: str, config: AccelopsConfig, ledger: Ledger,
-            rollout: Rollout, exc: PermanentError) -> DeployOutcome:
-    rejected = rollout.model_copy(update={
-        "state": "rejected", "finished": rollout.started, "reason": exc.message,
-        "field": exc.field, "rule": exc.rule})
-    ledger.record(rejected, config.serving.history)
-    save_ledger(kube, namespace, ledger)
-    log.error(f"{ledger.model} {rollout.version}: manifest refused: {exc.message}",
-              model=ledger.model, version=rollout.version, **exc.as_fields())
-    return DeployOutcome("rejected", exc.message, ledger.model, rollout.id)
 
 
 def _nudge(config: AccelopsConfig) -> None:

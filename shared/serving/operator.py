@@ -14,7 +14,9 @@ from shared.config import AccelopsConfig
 from shared.errors import NotFoundError, PermanentError
 from shared.kube import KubeClient
 from shared.serving.ledger import Ledger, Rollout, load_ledger, save_ledger
+from shared.serving.rollout_start import supersede_active
 from shared.serving.servers import Servers
+from shared.serving.triton_rollout import apply_release
 
 __all__ = ["LoadTarget", "ModelSummary", "load_target", "rollback", "servers_in_words",
            "summarise"]
@@ -99,9 +101,6 @@ def rollback(kube: KubeClient, config: AccelopsConfig, model: str,
     target = _target(ledger, to_version)
     if target.id == ledger.current and ledger.active() is None:
         raise PermanentError(f"{model} {target.version} already serves", field="--to")
-    from shared.serving.deploy import supersede_active
-    from shared.serving.triton_rollout import apply_release
-
     now = time.time()
     count = sum(1 for r in ledger.rollouts if r.kind == "rollback") + 1
     rollout = target.model_copy(update={

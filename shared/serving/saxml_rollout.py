@@ -67,9 +67,9 @@ from shared.errors import ConfigError, PermanentError
 from shared.jobspec.labels import JOBSET_NAME_LABEL
 from shared.kube import JOBSETS, PODS, KubeClient
 from shared.log import get_logger
-from shared.serving.deploy import DeployOutcome, start_rollout
 from shared.serving.ledger import Ledger, Rollout
 from shared.serving.manifest import DeployManifest
+from shared.serving.rollout_start import DeployOutcome, start_rollout
 from shared.serving.triton import snapshot_names
 from shared.storage import ObjectInfo
 
