@@ -11,14 +11,14 @@ and *waiting* otherwise, with the progress in words.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from shared.serving.logtail import essence
 from shared.serving.triton import ANNOTATION_RELEASE
 
-__all__ = ["Verdict", "essence", "judge_deployment"]
+__all__ = ["Verdict", "judge_deployment"]
 
 _BAD_WAITING = frozenset({"CrashLoopBackOff", "ImagePullBackOff", "ErrImagePull",
                           "InvalidImageName", "CreateContainerConfigError",
@@ -36,20 +36,6 @@ def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any]:
         if condition.get("type") == kind:
             return condition  # type: ignore[no-any-return]
     return {}
-
-
-_TELLING = re.compile(r"error|fail|exception|traceback|unable|cannot|refus", re.IGNORECASE)
-
-
-def essence(message: str, limit: int = 400) -> str:
-    """The line of a termination message (a log tail) that says what went wrong: the
-    last one naming an error, else the last non-empty one. Log tails end with whatever
-    the server printed last — often a table — not with the reason."""
-    lines = [line.strip(" |\t") for line in message.splitlines()]
-    lines = [line for line in lines if line]
-    telling = [line for line in lines if _TELLING.search(line)]
-    chosen = telling[-1] if telling else (lines[-1] if lines else "")
-    return chosen[:limit]
 
 
 def _pod_failure(pod: Mapping[str, Any], max_restarts: int) -> str | None:

@@ -41,6 +41,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from shared.jobspec.labels import JOBSET_NAME_LABEL
+from shared.serving.logtail import essence
 
 __all__ = [
     "MAX_CRASHES",
@@ -181,10 +182,6 @@ def _time(value: Any) -> float | None:
 
 
 def _short(text: Any) -> str | None:
-    # Imported here: the ledger imports this module, and observe (by way of triton)
-    # the ledger.
-    from shared.serving.observe import essence
-
     if not isinstance(text, str) or not text.strip():
         return None
     return essence(text, MAX_MESSAGE) or None
