@@ -26,6 +26,7 @@ from typing import Any
 from shared.config import AccelopsConfig
 from shared.deployment import system
 from shared.deployment.model import WorkloadIdentity
+from shared.serving.saxml_cell import SAXML_CONFIG_MAP
 
 __all__ = [
     "ADMIN_PORT",
@@ -48,7 +49,6 @@ __all__ = [
 # is http://sax-proxy.<serving namespace>.svc.cluster.local:8888).
 SAXML_ADMIN = "sax-admin"
 SAXML_PROXY = "sax-proxy"
-SAXML_CONFIG_MAP = "accelops-saxml"
 ADMIN_PORT = 10000  # the admin server's gRPC port (the image's default PORT)
 PROXY_PORT = 8888  # the HTTP proxy's port (its image runs uvicorn on 8888)
 # Fixed by the admin server image: --sax_root=gs://$GSBUCKET/sax-root.

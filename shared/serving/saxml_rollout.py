@@ -70,6 +70,7 @@ from shared.log import get_logger
 from shared.serving.ledger import Ledger, Rollout
 from shared.serving.manifest import DeployManifest
 from shared.serving.rollout_start import DeployOutcome, start_rollout
+from shared.serving.saxml_cell import SAXML_CONFIG_MAP
 from shared.serving.triton import snapshot_names
 from shared.storage import ObjectInfo
 
@@ -174,8 +175,7 @@ def model_server_jobset(config: AccelopsConfig, rollout: Rollout,
 
 def sax_root(kube: KubeClient, config: AccelopsConfig) -> str:
     """Where the cell keeps its state: the SAX_ROOT of the serving namespace's Saxml
-    settings (written by the deployment; see shared/deployment/serving.py)."""
-    from shared.deployment.serving import SAXML_CONFIG_MAP
+    settings (:mod:`shared.serving.saxml_cell`)."""
     from shared.errors import NotFoundError
     from shared.kube import CONFIG_MAPS
 
