@@ -10,9 +10,10 @@ holds the pool as it was before anything was changed.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, fields
-from typing import Any
 
+from shared import configmaps
 from shared.errors import AlreadyExistsError
 from shared.kube import CONFIG_MAPS, KubeClient
 from shared.offhours.model import SavedPool
@@ -31,18 +32,13 @@ def config_map_name(pool: str) -> str:
     return f"accelops-pool-{pool}"
 
 
-def _body(namespace: str, saved: SavedPool) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": config_map_name(saved.pool), "namespace": namespace,
-                     "labels": {LABEL_SAVED: "saved"}},
-        "data": {_KEY: json.dumps(asdict(saved), sort_keys=True)},
-    }
+def _data(saved: SavedPool) -> dict[str, str]:
+    return {_KEY: json.dumps(asdict(saved), sort_keys=True)}
 
 
-def _parse(config_map: dict[str, Any]) -> SavedPool | None:
+def _parse(data: Mapping[str, str]) -> SavedPool | None:
     try:
-        raw = json.loads((config_map.get("data") or {}).get(_KEY, ""))
+        raw = json.loads(data.get(_KEY, ""))
         return SavedPool(**{k: v for k, v in raw.items() if k in _FIELDS})
     except (ValueError, TypeError):
         return None
@@ -52,8 +48,8 @@ def load_saved(kube: KubeClient, namespace: str) -> dict[str, SavedPool]:
     """Every saved pool of the cluster by pool name (one list call). An unreadable
     ConfigMap is left out (and stays for a person to look at)."""
     found: dict[str, SavedPool] = {}
-    for item in kube.list(CONFIG_MAPS, namespace, label_selector=SAVED_SELECTOR):
-        saved = _parse(item)
+    for stored in configmaps.select(kube, namespace, SAVED_SELECTOR):
+        saved = _parse(stored.data)
         if saved is not None:
             found[saved.pool] = saved
     return found
@@ -61,17 +57,19 @@ def load_saved(kube: KubeClient, namespace: str) -> dict[str, SavedPool]:
 
 def save_new(kube: KubeClient, namespace: str, saved: SavedPool) -> SavedPool:
     """Write the saved state unless one exists; returns the one that is stored."""
+    name = config_map_name(saved.pool)
     try:
-        kube.create(CONFIG_MAPS, _body(namespace, saved))
+        configmaps.write(kube, name, namespace, _data(saved), version=None,
+                         labels={LABEL_SAVED: "saved"})
         return saved
     except AlreadyExistsError:
-        existing = _parse(kube.get(CONFIG_MAPS, config_map_name(saved.pool), namespace))
+        existing = _parse(configmaps.get(kube, name, namespace).data)
         return existing if existing is not None else saved
 
 
 def update(kube: KubeClient, namespace: str, saved: SavedPool) -> None:
     kube.merge_patch(CONFIG_MAPS, config_map_name(saved.pool), namespace,
-                     {"data": {_KEY: json.dumps(asdict(saved), sort_keys=True)}})
+                     {"data": _data(saved)})
 
 
 def forget(kube: KubeClient, namespace: str, pool: str) -> None:

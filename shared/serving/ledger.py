@@ -30,8 +30,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from shared.errors import ConflictError, NotFoundError, TransientError
-from shared.kube import CONFIG_MAPS, KubeClient
+from shared import configmaps
+from shared.configmaps import StoredConfigMap
+from shared.errors import ConflictError, TransientError
+from shared.kube import KubeClient
 from shared.serving.servers import Servers
 
 __all__ = [
@@ -154,31 +156,29 @@ def ledger_name(model: str) -> str:
     return f"accelops-model-{model}"
 
 
-def _from_config_map(obj: dict[str, Any], model: str) -> Ledger:
-    raw = (obj.get("data") or {}).get(_DATA_KEY) or "{}"
+def _from_config_map(stored: StoredConfigMap, model: str) -> Ledger:
+    raw = stored.data.get(_DATA_KEY) or "{}"
     try:
         ledger = Ledger.model_validate({"model": model, **json.loads(raw)})
     except (ValueError, ValidationError):
         # A ledger edited by hand into nonsense: start over rather than wedge the model.
         ledger = Ledger(model=model)
-    ledger.resource_version = (obj.get("metadata") or {}).get("resourceVersion")
+    ledger.resource_version = stored.version
     return ledger
 
 
 def load_ledger(kube: KubeClient, namespace: str, model: str) -> Ledger:
     """The model's ledger, empty when it has none yet."""
-    try:
-        obj = kube.get(CONFIG_MAPS, ledger_name(model), namespace)
-    except NotFoundError:
+    stored = configmaps.find(kube, ledger_name(model), namespace)
+    if stored is None:
         return Ledger(model=model)
-    return _from_config_map(obj, model)
+    return _from_config_map(stored, model)
 
 
 def list_ledgers(kube: KubeClient, namespace: str) -> list[Ledger]:
     """Every model's ledger in the namespace, by model name."""
-    objects = kube.list(CONFIG_MAPS, namespace, label_selector=f"{LABEL_LEDGER}=model")
-    ledgers = [_from_config_map(o, (o.get("metadata") or {}).get("labels", {}).get(
-        LABEL_MODEL, "")) for o in objects]
+    stored = configmaps.select(kube, namespace, f"{LABEL_LEDGER}=model")
+    ledgers = [_from_config_map(s, s.labels.get(LABEL_MODEL, "")) for s in stored]
     return sorted((ledger for ledger in ledgers if ledger.model), key=lambda x: x.model)
 
 
@@ -187,21 +187,14 @@ def save_ledger(kube: KubeClient, namespace: str, ledger: Ledger) -> Ledger:
 
     Raises LedgerChangedError (retry) when someone did.
     """
-    body: dict[str, Any] = {
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": ledger_name(ledger.model), "namespace": namespace,
-                     "labels": {LABEL_LEDGER: "model", LABEL_MODEL: ledger.model},
-                     "annotations": {"accelops.dev/updated": f"{time.time():.3f}"}},
-        "data": {_DATA_KEY: ledger.model_dump_json(indent=1)},
-    }
     try:
-        if ledger.resource_version is None:
-            saved = kube.create(CONFIG_MAPS, body)
-        else:
-            body["metadata"]["resourceVersion"] = ledger.resource_version
-            saved = kube.replace(CONFIG_MAPS, body)
+        saved = configmaps.write(
+            kube, ledger_name(ledger.model), namespace,
+            {_DATA_KEY: ledger.model_dump_json(indent=1)}, version=ledger.resource_version,
+            labels={LABEL_LEDGER: "model", LABEL_MODEL: ledger.model},
+            annotations={"accelops.dev/updated": f"{time.time():.3f}"})
     except ConflictError as exc:
         raise LedgerChangedError(f"the ledger of {ledger.model} changed while it was being "
                                  f"updated: {exc.message}") from exc
-    ledger.resource_version = (saved.get("metadata") or {}).get("resourceVersion")
+    ledger.resource_version = saved.version
     return ledger

@@ -23,17 +23,17 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from shared.errors import ConflictError, NotFoundError
-from shared.kube import KubeClient, Resource
+from shared import configmaps
+from shared.errors import ConflictError
+from shared.kube import KubeClient
 from shared.log import get_logger
 from shared.slices.model import SliceFailure
 
-__all__ = ["CONFIGMAPS", "RECORD_NAME", "SliceRecord", "load_record", "save_if_changed",
+__all__ = ["RECORD_NAME", "SliceRecord", "load_record", "save_if_changed",
            "save_record"]
 
 log = get_logger("accelops.slices")
 
-CONFIGMAPS = Resource("", "v1", "configmaps")
 RECORD_NAME = "accelops-slices"
 HISTORY_LENGTH = 50
 
@@ -84,35 +84,27 @@ class SliceRecord:
 
 def load_record(kube: KubeClient, namespace: str) -> SliceRecord:
     """The record, or an empty one when none was written yet."""
-    try:
-        configmap = kube.get(CONFIGMAPS, RECORD_NAME, namespace)
-    except NotFoundError:
+    stored = configmaps.find(kube, RECORD_NAME, namespace)
+    if stored is None:
         return SliceRecord()
-    raw = json.loads((configmap.get("data") or {}).get("state.json") or "{}")
+    raw = json.loads(stored.data.get("state.json") or "{}")
     if raw.get("inflight"):  # written by a version that ran one operation at a time
         raw.setdefault("operations", [raw["inflight"]])
     known = {k: v for k, v in raw.items() if k in SliceRecord.__dataclass_fields__}
     record = SliceRecord(**known)
-    record.resource_version = configmap["metadata"].get("resourceVersion")
+    record.resource_version = stored.version
     record.stored = record.to_data()
     return record
 
 
 def save_record(kube: KubeClient, namespace: str, record: SliceRecord) -> None:
     """Write the record; ConflictError when someone wrote it since it was read."""
-    body: dict[str, Any] = {
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": RECORD_NAME, "namespace": namespace,
-                     "labels": {"app.kubernetes.io/managed-by": "accelops"}},
-        "data": record.to_data(),
-    }
-    if record.resource_version is None:
-        saved = kube.create(CONFIGMAPS, body)
-    else:
-        body["metadata"]["resourceVersion"] = record.resource_version
-        saved = kube.replace(CONFIGMAPS, body)
-    record.resource_version = saved["metadata"].get("resourceVersion")
-    record.stored = body["data"]
+    data = record.to_data()
+    saved = configmaps.write(kube, RECORD_NAME, namespace, data,
+                             version=record.resource_version,
+                             labels={"app.kubernetes.io/managed-by": "accelops"})
+    record.resource_version = saved.version
+    record.stored = data
 
 
 def save_if_changed(kube: KubeClient, namespace: str, record: SliceRecord) -> None:

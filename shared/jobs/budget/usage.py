@@ -18,16 +18,16 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
-from shared import bigquery
+from shared import bigquery, configmaps
 from shared.config import AccelopsConfig, Settings, load_config_or_retry
+from shared.configmaps import StoredConfigMap
 from shared.errors import AlreadyExistsError, ConflictError, DeploymentError, NotFoundError
 from shared.events import PubSubMessage
 from shared.jobs.budget.model import USAGE_CONFIGMAP, USAGE_KEY, UsageSnapshot, has_budget
 from shared.jobs.budget.usage_sql import usage_params, usage_query, usage_snapshot
 from shared.jobspec.labels import LABEL_MANAGED_BY
-from shared.kube import CONFIG_MAPS, KubeClient, get_client
+from shared.kube import KubeClient, get_client
 from shared.log import get_logger
 from shared.metrics.schema import Names
 
@@ -70,7 +70,7 @@ def refresh_usage(settings: Settings, config: AccelopsConfig) -> UsageReport:
     names = Names.of(str(settings.project), config.metrics)
     namespace = config.slices.state_namespace
     kube = get_client(settings)
-    current = kube.find(CONFIG_MAPS, USAGE_CONFIGMAP, namespace)
+    current = configmaps.find(kube, USAGE_CONFIGMAP, namespace)
     # The cluster's clock, which submit_job compares the snapshot's age with.
     now = datetime.fromtimestamp(kube.server_time() or time.time(), UTC)
     try:
@@ -88,19 +88,12 @@ def refresh_usage(settings: Settings, config: AccelopsConfig) -> UsageReport:
 
 
 def _write(kube: KubeClient, namespace: str, snapshot: UsageSnapshot,
-           current: dict[str, Any] | None) -> bool:
-    body: dict[str, Any] = {
-        "apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": USAGE_CONFIGMAP, "namespace": namespace,
-                     "labels": {LABEL_MANAGED_BY: "accelops"}},
-        "data": {USAGE_KEY: snapshot.model_dump_json()},
-    }
+           current: StoredConfigMap | None) -> bool:
     try:
-        if current is None:
-            kube.create(CONFIG_MAPS, body)
-        else:
-            body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
-            kube.replace(CONFIG_MAPS, body)
+        configmaps.write(kube, USAGE_CONFIGMAP, namespace,
+                         {USAGE_KEY: snapshot.model_dump_json()},
+                         version=current.version if current is not None else None,
+                         labels={LABEL_MANAGED_BY: "accelops"})
     except (AlreadyExistsError, ConflictError):
         return False
     return True
