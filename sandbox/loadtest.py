@@ -217,13 +217,15 @@ def run(test: LoadTest, env: dict[str, str], source: MetricsSource,
 
 def deployment_target(deployment: str, sandbox: Any) -> Any:
     """Where the sandbox serves a deployed model now (shared/serving/operator.py)."""
+    from sandbox.cluster.objects import loopback_url
     from shared import kube
     from shared.config import load_config
     from shared.serving.operator import load_target
 
     kube.reset_client()
     return load_target(kube.get_client(), load_config(str(sandbox.config)), deployment,
-                       sandbox.saxml_proxy_url if sandbox.has("saxml") else None)
+                       sandbox.saxml_proxy_url if sandbox.has("saxml") else None,
+                       service_url=loopback_url)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ Everything here is pure (no store access) except the writes at the end
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
@@ -16,7 +17,7 @@ from typing import Any, Literal
 
 from sandbox.clock import SimClock
 from sandbox.kubeapi import ApiError, ObjectStore, format_timestamp
-from shared.serving.endpoints import SANDBOX_HOST_PORTS
+from shared.errors import NotFoundError
 
 Obj = dict[str, Any]
 ResourceKey = tuple[str, str]
@@ -51,9 +52,10 @@ GPU_RESOURCE = "nvidia.com/gpu"
 LABEL_GKE_ACCELERATOR = "cloud.google.com/gke-accelerator"
 LABEL_POD_TEMPLATE_HASH = "pod-template-hash"
 ANNOTATION_REVISION = "deployment.kubernetes.io/revision"
-# Where clients outside the cluster find a Service's loopback ports (read by
-# shared/serving/endpoints.py, so spelled there).
-ANNOTATION_HOST_PORTS = SANDBOX_HOST_PORTS
+# The loopback ports the process kubelet gives a pod's container ports, and those of a
+# Service's proxies (sandbox.cluster.services); clients on the host read the latter
+# with loopback_url.
+ANNOTATION_HOST_PORTS = "sandbox.accelops.dev/host-ports"
 LABEL_NODEPOOL = "cloud.google.com/gke-nodepool"
 LABEL_TPU_ACCELERATOR = "cloud.google.com/gke-tpu-accelerator"
 LABEL_TPU_TOPOLOGY = "cloud.google.com/gke-tpu-topology"
@@ -197,6 +199,22 @@ def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
 def annotations_of(obj: Mapping[str, Any]) -> dict[str, str]:
     value = meta(obj).get("annotations")
     return dict(value) if isinstance(value, dict) else {}
+
+
+def loopback_url(service: Mapping[str, Any], port_name: str = "http") -> str:
+    """``http://127.0.0.1:PORT`` of the loopback proxy of a Service's port ``port_name``
+    (from :data:`ANNOTATION_HOST_PORTS`): where a client on the host reaches any proxied
+    Service, ClusterIP ones included, as it would through a port-forward. Fits
+    ``shared.serving.operator.load_target``'s ``service_url``. NotFoundError when the
+    Service has no proxy for that port."""
+    try:
+        ports = json.loads(annotations_of(service).get(ANNOTATION_HOST_PORTS) or "{}")
+    except ValueError:
+        ports = {}
+    if isinstance(ports, dict) and port_name in ports:
+        return f"http://127.0.0.1:{int(ports[port_name])}"
+    raise NotFoundError(f"Service {name_of(service)} has no loopback proxy for its port "
+                        f"{port_name!r} (is it proxied? see sandbox/cluster/services.py)")
 
 
 def deleting(obj: Mapping[str, Any]) -> bool:

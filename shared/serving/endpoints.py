@@ -1,23 +1,24 @@
 """Where a deployed model answers, for clients outside the cluster (load tests).
 
-A Service of type LoadBalancer reports its address in
-``status.loadBalancer.ingress`` (with per-port numbers when they differ from
-``spec.ports``, as the sandbox's host proxies do); the sandbox also publishes its
-loopback ports for ClusterIP Services in an annotation. A ClusterIP Service in a real
-cluster has no outside address: the error says how to get one.
+A Service of type LoadBalancer reports its address in ``status.loadBalancer.ingress``
+(with per-port numbers when its ``ports`` lists them, else the Service's own ports).
+A ClusterIP Service — what ``deploy_model`` renders for Triton — has no outside
+address: the error says how to get one. A client that reaches Services some other
+way (a port-forward, a local cluster's loopback proxies) resolves them itself and
+passes that resolution to :func:`shared.serving.operator.load_target`.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from shared.errors import NotFoundError
 
-__all__ = ["SANDBOX_HOST_PORTS", "service_url"]
+__all__ = ["ServiceUrl", "service_url"]
 
-SANDBOX_HOST_PORTS = "sandbox.accelops.dev/host-ports"
+# How a client finds a Service's outside address: (Service, port name) -> URL.
+ServiceUrl = Callable[[Mapping[str, Any], str], str]
 
 
 def service_url(service: Mapping[str, Any], port_name: str = "http") -> str:
@@ -35,12 +36,6 @@ def service_url(service: Mapping[str, Any], port_name: str = "http") -> str:
         reported = ingress[0].get("ports") or []
         port = reported[index]["port"] if index < len(reported) else ports[index]["port"]
         return f"http://{host}:{port}"
-    try:
-        host_ports = json.loads((meta.get("annotations") or {}).get(SANDBOX_HOST_PORTS, "{}"))
-    except ValueError:
-        host_ports = {}
-    if isinstance(host_ports, dict) and port_name in host_ports:
-        return f"http://127.0.0.1:{int(host_ports[port_name])}"
     raise NotFoundError(
         f"Service {name} has no address outside the cluster: expose it (type "
         f"LoadBalancer, or kubectl port-forward svc/{name}) and pass --host")

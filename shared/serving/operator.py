@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from shared.config import AccelopsConfig
 from shared.errors import NotFoundError, PermanentError
 from shared.kube import KubeClient
+from shared.serving import endpoints
+from shared.serving.endpoints import ServiceUrl
 from shared.serving.ledger import Ledger, Rollout, load_ledger, save_ledger
 from shared.serving.rollout_start import supersede_active
 from shared.serving.servers import Servers
@@ -125,13 +127,18 @@ class LoadTarget:
 
 
 def load_target(kube: KubeClient, config: AccelopsConfig, deployment: str,
-                saxml_proxy: str | None = None) -> LoadTarget:
+                saxml_proxy: str | None = None, *,
+                service_url: ServiceUrl = endpoints.service_url) -> LoadTarget:
     """The address, server and model name that serve ``deployment`` now.
+
+    ``service_url`` finds where a client outside the cluster reaches the Triton
+    Service's ``http`` port: by default what Kubernetes reports
+    (:func:`shared.serving.endpoints.service_url`); a caller that reaches Services
+    another way — a port-forward, a local cluster's loopback proxies — passes its own.
 
     NotFoundError when no model is deployed there or it has no outside address.
     """
     from shared.kube import SERVICES
-    from shared.serving.endpoints import service_url
     from shared.serving.ledger import list_ledgers
 
     namespace = config.serving.namespace
@@ -148,6 +155,7 @@ def load_target(kube: KubeClient, config: AccelopsConfig, deployment: str,
                                     field="deployment")
             return LoadTarget(saxml_proxy, "saxml", current.serving, current.version)
         service = kube.get(SERVICES, deployment, namespace)
-        return LoadTarget(service_url(service), "triton", ledger.model, current.version)
+        return LoadTarget(service_url(service, "http"), "triton", ledger.model,
+                          current.version)
     raise NotFoundError(f"no model is deployed as {deployment!r} in namespace {namespace}",
                         field="deployment")

@@ -124,11 +124,11 @@ def _first_answer(clients: Clients, number: str, since: float) -> float | None:
 
 
 def _service_url() -> str:
+    from sandbox.cluster.objects import loopback_url
     from shared import kube
     from shared.kube import SERVICES
-    from shared.serving.endpoints import service_url
 
-    return service_url(kube.get_client().get(SERVICES, MODEL, NAMESPACE))
+    return loopback_url(kube.get_client().get(SERVICES, MODEL, NAMESPACE))
 
 
 def _function_times(sandbox: Sandbox) -> dict[str, Any]:

@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
+from sandbox.cluster.objects import loopback_url
 from sandbox.inference.toy_lm import generate
 from sandbox.inference.toy_lm_model import model_files
 from sandbox.runner import Sandbox
 from shared import kube, storage
 from shared.cli import main as cli
 from shared.kube import PODS, SERVICES
-from shared.serving.endpoints import service_url
 from shared.serving.ledger import load_ledger
 from tests.e2e.conftest import wait_for
 from tests.serving_fixtures import upload_version
@@ -77,7 +77,7 @@ def test_uploads_deploy_switch_without_loss_and_roll_back_a_broken_version(
     v1 = settled(cluster, "v1")
     assert v1 is not None, ledger(cluster).model_dump_json(indent=1)
     assert v1.find(v1.current).version == "v1"
-    url = service_url(cluster.get(SERVICES, "toy-lm", NAMESPACE))
+    url = loopback_url(cluster.get(SERVICES, "toy-lm", NAMESPACE))
     answer = infer(url, "hello world")
     assert answer["outputs"][0]["data"] == [generate("hello world").text]
     assert answer["model_version"] == "1"
@@ -142,7 +142,7 @@ def test_a_restarted_pod_serves_the_rolled_out_version(sandbox, cluster):
                         for c in (p.get("status") or {}).get("conditions") or [])]
         return pods
     assert wait_for(replaced, READY_SECONDS)
-    url = service_url(cluster.get(SERVICES, "toy-lm", NAMESPACE))
+    url = loopback_url(cluster.get(SERVICES, "toy-lm", NAMESPACE))
     assert wait_for(lambda: _version(url) == current.find(current.current).version.lstrip("v"),
                     30)
 
