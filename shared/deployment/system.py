@@ -288,7 +288,7 @@ FUNCTIONS: tuple[Function, ...] = (
                      "(shared/serving/ledger.py)"),
             KubeRule("apps", ("deployments",), _APPLY, "serving_namespace",
                      "apply the Triton Deployment of a release, server-side "
-                     "(shared/serving/rollout.py apply_release)"),
+                     "(shared/serving/triton_rollout.py apply_release)"),
             KubeRule("", ("services",), _APPLY_NEW, "serving_namespace",
                      "apply the model's Service"),
             KubeRule("autoscaling", ("horizontalpodautoscalers",), _APPLY_NEW,
@@ -325,7 +325,7 @@ FUNCTIONS: tuple[Function, ...] = (
                      "model's ledger (shared/serving/ledger.py)"),
             KubeRule("apps", ("deployments",), ("get", "create", "patch"),
                      "serving_namespace",
-                     "read a rollout's progress (shared/serving/rollout.py observe); roll "
+                     "read a rollout's progress (shared/serving/triton_rollout.py observe); roll "
                      "back by applying the previous release again (apply_release)"),
             KubeRule("", ("services",), _APPLY_NEW, "serving_namespace",
                      "roll back: apply the previous release's Service again"),
@@ -337,7 +337,7 @@ FUNCTIONS: tuple[Function, ...] = (
                      "roll back: apply the previous release's PodMonitoring again"),
             KubeRule("", ("pods",), ("list",), "serving_namespace",
                      "restarts and readiness of a new release's Triton pods "
-                     "(shared/serving/rollout.py)"),
+                     "(shared/serving/triton_rollout.py)"),
             KubeRule("jobset.x-k8s.io", ("jobsets",), ("list", "delete"),
                      "saxml_namespace",
                      "follow Saxml model-server JobSets; delete those of a retired or "
