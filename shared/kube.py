@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
+from shared import gke
 from shared.clients import ClientCache
 from shared.config import Settings
 from shared.errors import (
@@ -365,8 +366,6 @@ def _build_api_client(settings: Settings) -> Any:
 
 
 def _configure_from_gke(configuration: Any, settings: Settings) -> None:
-    from shared import gke
-
     endpoint = gke.cluster_endpoint(settings)
     configuration.host = endpoint.url
     if endpoint.ca_file:

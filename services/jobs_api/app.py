@@ -39,6 +39,7 @@ from werkzeug.routing import PathConverter
 
 from services.jobs_api.auth import authenticate
 from services.jobs_api.openapi import openapi_document
+from shared import pubsub
 from shared.config import AccelopsConfig, Settings, load_config_or_retry
 from shared.errors import (
     AccelopsError,
@@ -59,7 +60,18 @@ from shared.jobs.api import (
     new_request_id,
 )
 from shared.jobs.callers import Caller
-from shared.jobspec.request import REQUEST_LIMITS
+from shared.jobs.lookup import (
+    cancel_job,
+    find_jobset,
+    job_logs,
+    job_status,
+    list_jobs,
+    team_namespaces,
+)
+from shared.jobs.status.explain import jobset_ref
+from shared.jobspec.policy import check_policy
+from shared.jobspec.request import REQUEST_LIMITS, read_job_request
+from shared.kube import get_client
 from shared.log import get_logger
 
 __all__ = ["create_app"]
@@ -130,10 +142,6 @@ def create_app(settings: Callable[[], Settings] = Settings.from_env) -> Flask:
 
     @app.post(JOBS_PATH)
     def submit() -> Response:
-        from shared import pubsub
-        from shared.jobspec.policy import check_policy
-        from shared.jobspec.request import read_job_request
-
         who, where, policy = current_caller(), settings(), config()
         job = read_job_request(request.get_data(cache=False))
         if not who.may_act_for(job.team):
@@ -156,8 +164,6 @@ def create_app(settings: Callable[[], Settings] = Settings.from_env) -> Flask:
 
     @app.get(JOBS_PATH)
     def list_all() -> Response:
-        from shared.jobs.lookup import list_jobs
-
         who, policy = current_caller(), config()
         team = request.args.get("team", "").strip() or None
         if team is not None and not who.may_act_for(team):
@@ -172,8 +178,6 @@ def create_app(settings: Callable[[], Settings] = Settings.from_env) -> Flask:
 
     def readable(job_id: str) -> Any:
         """The job's status, if the caller may act for its team (ForbiddenError)."""
-        from shared.jobs.lookup import job_status
-
         who = current_caller()
         status = job_status(settings(), config(), job_id)
         if status.team is None or not who.may_act_for(status.team):
@@ -186,8 +190,6 @@ def create_app(settings: Callable[[], Settings] = Settings.from_env) -> Flask:
 
     @app.delete(f"{JOBS_PATH}/<job_id:job_id>")
     def cancel(job_id: str) -> Response:
-        from shared.jobs.lookup import cancel_job
-
         who = current_caller()
         status = cancel_job(settings(), config(), job_id, teams=who.restricted_to)
         log.info("job cancelled", job=job_id, team=status.team, caller=who.email)
@@ -195,10 +197,6 @@ def create_app(settings: Callable[[], Settings] = Settings.from_env) -> Flask:
 
     @app.get(f"{JOBS_PATH}/<job_id:job_id>/logs")
     def logs(job_id: str) -> Response:
-        from shared.jobs.lookup import find_jobset, job_logs, team_namespaces
-        from shared.jobs.status.explain import jobset_ref
-        from shared.kube import get_client
-
         pod = request.args.get("pod", "").strip() or None
         tail = _tail_lines(request.args.get("tail_lines"))
         who, where, policy = current_caller(), settings(), config()

@@ -17,7 +17,7 @@ import os
 from flask import Request
 
 from shared.config import AccelopsConfig
-from shared.idtoken import InvalidTokenError, VerifiedToken
+from shared.idtoken import InvalidTokenError, VerifiedToken, verify
 from shared.jobs.api import AUDIENCE_ENV
 from shared.jobs.callers import Caller, caller
 
@@ -52,7 +52,5 @@ def bearer_token(request: Request) -> str:
 def authenticate(request: Request, config: AccelopsConfig) -> Caller:
     """The caller of ``request``. Raises InvalidTokenError (401) when its token is
     missing or invalid, UnavailableError when the certificates cannot be fetched."""
-    from shared.idtoken import verify
-
     verified: VerifiedToken = verify(bearer_token(request), audiences(request))
     return caller(verified.email, config)

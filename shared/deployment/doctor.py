@@ -24,12 +24,17 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+from shared import bigquery as bq
+from shared import pubsub
 from shared.config import AccelopsConfig, Settings, load_config
 from shared.deployment import system
 from shared.deployment.access import Probe, allowed_by_definition, probes
 from shared.deployment.manifests import PREEMPTION, PRIORITY_VALUES, cluster_queue_name, identity
 from shared.deployment.model import Function, Service
+from shared.deployment.serving import SAXML_ADMIN, SAXML_PROXY, identity_namespaces
 from shared.errors import AccelopsError, ConfigError
+from shared.kube import DEPLOYMENTS, NAMESPACES, SUBJECT_ACCESS_REVIEWS, Resource, get_client
+from shared.metrics.schema import TABLES, VIEWS
 
 __all__ = ["AREAS", "Expectations", "Finding", "check", "main", "production_retry", "run"]
 
@@ -82,8 +87,6 @@ def _guard(area: str, what: str, run: Callable[[], list[Finding]]) -> list[Findi
 
 # ------------------------------------------------------------------------ Pub/Sub
 def _pubsub(expect: Expectations) -> list[Finding]:
-    from shared import pubsub
-
     found = []
     for topic in system.TOPICS:
         ok = pubsub.topic_exists(expect.project, topic)
@@ -135,8 +138,6 @@ def _subscription(expect: Expectations, spec: Function,
 
 # --------------------------------------------------------------------- Kubernetes
 def _kubernetes(expect: Expectations) -> list[Finding]:
-    from shared.kube import NAMESPACES, Resource, get_client
-
     kueue = "kueue.x-k8s.io"
     kube = get_client()
     names = {n["metadata"]["name"] for n in kube.list(NAMESPACES)}
@@ -187,9 +188,6 @@ def _kubernetes(expect: Expectations) -> list[Finding]:
 def _serving(kube: Any, config: AccelopsConfig, namespaces: set[str],
              exists: Callable[[str, bool], Finding]) -> list[Finding]:
     """The serving namespace, the servers' service accounts, the Sax cell."""
-    from shared.deployment.serving import SAXML_ADMIN, SAXML_PROXY, identity_namespaces
-    from shared.kube import DEPLOYMENTS, Resource
-
     namespace = config.serving.namespace
     found = [exists(f"namespace {namespace} (serving)", namespace in namespaces)]
     if namespace not in namespaces:
@@ -217,8 +215,6 @@ def _queue_flavors(queue: dict[str, Any] | None) -> list[str]:
 
 # -------------------------------------------------------------------- identities
 def _review(kube: Any, user: str, probe: Probe) -> bool:
-    from shared.kube import SUBJECT_ACCESS_REVIEWS
-
     resource, _, subresource = probe.resource.partition("/")
     attributes = {"verb": probe.verb, "group": probe.group, "resource": resource,
                   "subresource": subresource, "namespace": probe.namespace,
@@ -231,8 +227,6 @@ def _review(kube: Any, user: str, probe: Probe) -> bool:
 
 
 def _identities(expect: Expectations) -> list[Finding]:
-    from shared.kube import get_client
-
     kube = get_client()
     found = []
     for spec in expect.identities():
@@ -262,9 +256,6 @@ def _identities(expect: Expectations) -> list[Finding]:
 
 # ----------------------------------------------------------------------- BigQuery
 def _bigquery(expect: Expectations) -> list[Finding]:
-    from shared import bigquery as bq
-    from shared.metrics.schema import TABLES, VIEWS
-
     metrics = expect.config.metrics
     fix = "terraform apply (modules/bigquery), or accelops bq init"
     found = []

@@ -15,6 +15,8 @@ import json
 from typing import Any
 from urllib.parse import urlsplit
 
+import requests
+
 from shared.errors import (
     AccelopsError,
     ConflictError,
@@ -23,6 +25,7 @@ from shared.errors import (
     PermanentError,
     UnavailableError,
 )
+from shared.idtoken import fetch_token
 from shared.jobs.api import JOBS_PATH, Accepted, job_path, logs_path
 from shared.jobs.status.model import JobStatus, JobSummary
 
@@ -47,15 +50,11 @@ class JobsApiClient:
 
     def _bearer(self) -> str:
         if self._token is None:
-            from shared.idtoken import fetch_token
-
             self._token = fetch_token(self.base_url)
         return self._token
 
     def _call(self, method: str, path: str, *, params: dict[str, Any] | None = None,
               body: bytes | None = None) -> Any:
-        import requests
-
         if self._session is None:
             self._session = requests.Session()
         headers = {"Authorization": f"Bearer {self._bearer()}"}

@@ -22,10 +22,12 @@ Storage, the cluster or a concurrent writer raise and the event is redelivered.
 
 from __future__ import annotations
 
+import os
 import time
 
+from shared import pubsub, storage
 from shared.config import AccelopsConfig, Settings, load_config_or_retry
-from shared.errors import NotFoundError, PermanentError
+from shared.errors import AccelopsError, NotFoundError, PermanentError
 from shared.kube import KubeClient, get_client
 from shared.log import get_logger
 from shared.serving import release as releases
@@ -103,8 +105,6 @@ def deploy_object(event: ObjectEvent | None, settings: Settings | None = None) -
 
 
 def _read_manifest(event: ObjectEvent) -> bytes:
-    from shared import storage
-
     return storage.read_bytes(event.bucket, event.name, generation=event.generation,
                               max_bytes=MAX_MANIFEST_BYTES + 1)
 
@@ -130,11 +130,6 @@ def _start_triton(kube: KubeClient, config: AccelopsConfig, ledger: Ledger, roll
 def _nudge(config: AccelopsConfig) -> None:
     """Ask reconcile_models to look now rather than at the next tick (best effort:
     the tick comes within a minute anyway)."""
-    import os
-
-    from shared import pubsub
-    from shared.errors import AccelopsError
-
     project = os.environ.get("ACCELOPS_PROJECT")
     if not project:
         return

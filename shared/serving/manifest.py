@@ -45,6 +45,7 @@ from pydantic import (
 
 from shared.config import format_validation_error
 from shared.errors import PermanentError
+from shared.jobspec.tpu import lookup
 from shared.serving.convention import (
     MANIFEST_NAME,
     MODEL_PATTERN,
@@ -137,7 +138,6 @@ class Accelerator(_Strict):
     def _tpu(cls, value: str | None) -> str | None:
         if value is None:
             return None
-        from shared.jobspec.tpu import lookup
 
         try:
             return lookup(value).type

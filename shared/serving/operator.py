@@ -12,10 +12,10 @@ from dataclasses import dataclass
 
 from shared.config import AccelopsConfig
 from shared.errors import NotFoundError, PermanentError
-from shared.kube import KubeClient
+from shared.kube import SERVICES, KubeClient
 from shared.serving import endpoints
 from shared.serving.endpoints import ServiceUrl
-from shared.serving.ledger import Ledger, Rollout, load_ledger, save_ledger
+from shared.serving.ledger import Ledger, Rollout, list_ledgers, load_ledger, save_ledger
 from shared.serving.rollout_start import supersede_active
 from shared.serving.servers import Servers
 from shared.serving.triton_rollout import apply_release
@@ -138,9 +138,6 @@ def load_target(kube: KubeClient, config: AccelopsConfig, deployment: str,
 
     NotFoundError when no model is deployed there or it has no outside address.
     """
-    from shared.kube import SERVICES
-    from shared.serving.ledger import list_ledgers
-
     namespace = config.serving.namespace
     for ledger in list_ledgers(kube, namespace):
         if ledger.deployment != deployment:

@@ -22,7 +22,9 @@ from shared.events import PubSubMessage
 from shared.kube import KubeClient, get_client
 from shared.log import get_logger
 from shared.serving.ledger import Ledger, LedgerChangedError, list_ledgers, save_ledger
+from shared.serving.saxml_rollout import advance_saxml
 from shared.serving.saxml_servers import follow_servers
+from shared.serving.triton_rollout import advance
 
 __all__ = ["ReconcileModelsReport", "reconcile_models", "reconcile_on_message"]
 
@@ -63,10 +65,7 @@ def _advance(kube: KubeClient, ledger: Ledger, config: AccelopsConfig, now: floa
                   model=ledger.model, version=rollout.version)
         return True
     if ledger.server == "saxml":
-        from shared.serving.saxml_rollout import advance_saxml
-
         return advance_saxml(kube, ledger, rollout, config, now)
-    from shared.serving.triton_rollout import advance
 
     return advance(kube, ledger, rollout, config.serving, now)
 

@@ -63,13 +63,20 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from shared.config import AccelopsConfig
-from shared.errors import ConfigError, PermanentError
-from shared.jobspec.labels import JOBSET_NAME_LABEL
-from shared.kube import JOBSETS, PODS, KubeClient
+from shared.errors import AlreadyExistsError, ConfigError, NotFoundError, PermanentError
+from shared.jobspec.labels import JOBSET_NAME_LABEL, LABEL_REQUEST_KEY
+from shared.jobspec.policy import check_policy
+from shared.jobspec.render import render_jobset
+from shared.jobspec.request import JobRequest
+from shared.jobspec.tpu import lookup
+from shared.kube import CONFIG_MAPS, JOBSETS, PODS, KubeClient
 from shared.log import get_logger
+from shared.names import jobset_name, request_key
+from shared.serving import release as releases
 from shared.serving.ledger import Ledger, Rollout
 from shared.serving.manifest import DeployManifest
 from shared.serving.rollout_start import DeployOutcome, start_rollout
+from shared.serving.saxml import SaxmlProxy, sax_model_name
 from shared.serving.saxml_cell import SAXML_CONFIG_MAP
 from shared.serving.triton import snapshot_names
 from shared.storage import ObjectInfo
@@ -95,8 +102,6 @@ _MODEL_SERVER_JOBSET_RESTARTS = 3
 
 
 def _proxy() -> SaxmlProxy:
-    from shared.serving.saxml import SaxmlProxy
-
     return SaxmlProxy(os.environ.get(PROXY_ENV) or DEFAULT_PROXY)
 
 
@@ -120,8 +125,6 @@ def _request_name(rollout: Rollout) -> str:
 
 def model_server_name(rollout: Rollout) -> str:
     """The name of the version's model-server JobSet (the same every time it is made)."""
-    from shared.names import jobset_name
-
     return jobset_name(_request_name(rollout), rollout.id)
 
 
@@ -130,10 +133,6 @@ def model_server_jobset(config: AccelopsConfig, rollout: Rollout,
     """The model servers of one version as a Kueue-queued JobSet on one TPU slice,
     running as the Saxml identity (Workload Identity), joining the cell whose state
     is under ``sax_root`` and restarting in place however often they crash."""
-    from shared.jobspec.policy import check_policy
-    from shared.jobspec.request import JobRequest
-    from shared.jobspec.tpu import lookup
-
     spec = rollout.spec
     shape = lookup(spec["accelerator"]["tpu"])
     chip = {"v5e": "tpuv5e", "v4": "tpuv4", "v5p": "tpuv5p", "v6e": "tpuv6e"}.get(
@@ -156,7 +155,6 @@ def model_server_jobset(config: AccelopsConfig, rollout: Rollout,
     except PermanentError as exc:
         raise ConfigError(f"the Saxml team's policy refuses its model servers: "
                           f"{exc.message}", field="serving.saxml_team") from exc
-    from shared.jobspec.render import render_jobset
 
     # Restarted in place: the Job API allows a podFailurePolicy only with Never, so the
     # renderer leaves it out, and disruptions are failures the Job replaces a pod for.
@@ -176,9 +174,6 @@ def model_server_jobset(config: AccelopsConfig, rollout: Rollout,
 def sax_root(kube: KubeClient, config: AccelopsConfig) -> str:
     """Where the cell keeps its state: the SAX_ROOT of the serving namespace's Saxml
     settings (:mod:`shared.serving.saxml_cell`)."""
-    from shared.errors import NotFoundError
-    from shared.kube import CONFIG_MAPS
-
     try:
         settings = kube.get(CONFIG_MAPS, SAXML_CONFIG_MAP, config.serving.namespace)
     except NotFoundError as exc:
@@ -195,10 +190,6 @@ def start_saxml(kube: KubeClient, config: AccelopsConfig, ledger: Ledger, rollou
                 manifest: DeployManifest, sources: dict[str, ObjectInfo], bucket: str,
                 prefix: str) -> DeployOutcome:
     """Record the rollout, write the snapshot, create the model-server JobSet."""
-    from shared.errors import AlreadyExistsError
-    from shared.serving import release as releases
-    from shared.serving.saxml import sax_model_name
-
     assert manifest.saxml is not None
     # The checkpoint directory in the snapshot: where one of its files is copied,
     # less that file's path below the version directory.
@@ -232,9 +223,6 @@ def start_saxml(kube: KubeClient, config: AccelopsConfig, ledger: Ledger, rollou
 def model_servers(kube: KubeClient, config: AccelopsConfig,
                   rollout: Rollout) -> list[dict[str, Any]]:
     """The model-server JobSets of a version (found by its request key)."""
-    from shared.jobspec.labels import LABEL_REQUEST_KEY
-    from shared.names import request_key
-
     return kube.list(JOBSETS, saxml_namespace(config),
                      label_selector=f"{LABEL_REQUEST_KEY}={request_key(rollout.id)}")
 

@@ -24,6 +24,13 @@ from shared.jobspec.labels import JOBSET_NAME_LABEL
 from shared.kube import JOBSETS, PODS, KubeClient
 from shared.log import get_logger
 from shared.serving.ledger import Ledger, Rollout
+from shared.serving.saxml_rollout import (
+    model_server_jobset,
+    model_server_name,
+    model_servers,
+    sax_root,
+    saxml_namespace,
+)
 from shared.serving.servers import (
     Follow,
     describe_crash,
@@ -58,8 +65,6 @@ def follow_servers(kube: KubeClient, ledger: Ledger, config: AccelopsConfig,
                    now: float) -> Followed:
     """Look at the model servers of ``ledger``'s current version, if it is a Saxml one
     that serves; ``now`` is the cluster's time. Updates the ledger in place."""
-    from shared.serving.saxml_rollout import model_server_name, model_servers, saxml_namespace
-
     rollout = ledger.find(ledger.current)
     if ledger.server != "saxml" or rollout is None or rollout.state != "ready":
         return Followed()
@@ -112,8 +117,6 @@ def _actions(kube: KubeClient, config: AccelopsConfig, model: str, rollout: Roll
 
 def _recreate(kube: KubeClient, config: AccelopsConfig, model: str, rollout: Rollout,
               seen: Follow) -> None:
-    from shared.serving.saxml_rollout import model_server_jobset, sax_root, saxml_namespace
-
     namespace = saxml_namespace(config)
     if seen.delete is not None:
         try:

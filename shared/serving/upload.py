@@ -15,6 +15,7 @@ from typing import Any
 
 import yaml
 
+from shared import storage
 from shared.errors import PermanentError
 from shared.serving.convention import MANIFEST_NAME, MODELS_PREFIX, check_relpath
 
@@ -63,8 +64,6 @@ def upload_version(bucket: str, files: Mapping[str, bytes], manifest: Mapping[st
     """Upload the artifacts, then the manifest, below
     ``models/<server>/<model>/<version>/`` (``at``, by default the manifest's own);
     returns the manifest's object name and generation."""
-    from shared import storage
-
     server, model, version = at or (manifest["server"], manifest["model"],
                                     manifest["version"])
     prefix = f"{MODELS_PREFIX}{server}/{model}/{version}/"
