@@ -1,7 +1,7 @@
 """Submitting a job request: decide (pure), then act (Kubernetes, Pub/Sub).
 
 ``plan_submission`` turns a Pub/Sub message into the JobSet to create, or raises
-PermanentError saying which field broke which rule. ``submit_message`` carries the
+PermanentError saying which field broke which rule. ``on_message`` carries the
 plan out idempotently, with the request id as the idempotency key of the *whole*
 request:
 
@@ -59,7 +59,7 @@ from shared.telemetry.events import rejected_event, submitted_event
 if TYPE_CHECKING:
     from shared.kube import KubeClient
 
-__all__ = ["SubmitOutcome", "Verdict", "judge", "plan_submission", "submit_message"]
+__all__ = ["SubmitOutcome", "Verdict", "judge", "on_message", "plan_submission"]
 
 log = get_logger("accelops.submit")
 
@@ -93,7 +93,7 @@ def _plan(message: PubSubMessage, config: AccelopsConfig) -> tuple[str, dict[str
     return request.team, render_jobset(admission, request.request_id or message.message_id)
 
 
-def submit_message(message: PubSubMessage, settings: Settings | None = None) -> SubmitOutcome:
+def on_message(message: PubSubMessage, settings: Settings | None = None) -> SubmitOutcome:
     """Handle one job-request message.
 
     Returns the outcome (the event may be acknowledged). Raises TransientError when

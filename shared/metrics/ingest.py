@@ -49,8 +49,8 @@ __all__ = [
     "MESSAGE_LIMITS",
     "RECORD_LIMITS",
     "Parsed",
-    "ingest_message",
     "insert_batches",
+    "on_message",
     "parse_job_event_message",
     "parse_message",
     "parse_pool_action_message",
@@ -276,7 +276,7 @@ class IngestResult:
     insert_requests: int
 
 
-def ingest_message(message: PubSubMessage) -> IngestResult:
+def on_message(message: PubSubMessage) -> IngestResult:
     """The core of ``ingest_metrics`` for one PubSubMessage; see the module docstring.
 
     Raises TransientError (retry) when the settings are incomplete or BigQuery fails.

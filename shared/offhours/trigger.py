@@ -12,9 +12,9 @@ from shared.config import Settings, load_config_or_retry
 from shared.events import PubSubMessage
 from shared.offhours.tick import TickReport, run_tick
 
-__all__ = ["schedule_on_message"]
+__all__ = ["on_message"]
 
 
-def schedule_on_message(message: PubSubMessage) -> TickReport:
+def on_message(message: PubSubMessage) -> TickReport:
     settings = Settings.from_env()
     return run_tick(settings, load_config_or_retry(settings))

@@ -41,7 +41,7 @@ from shared.serving.triton import release_id, release_prefix
 from shared.serving.triton_rollout import apply_release
 from shared.storage import ObjectInfo
 
-__all__ = ["deploy_object"]
+__all__ = ["on_object"]
 
 log = get_logger("accelops.serving")
 
@@ -52,7 +52,7 @@ def _spec(manifest: DeployManifest) -> dict[str, object]:
     return spec
 
 
-def deploy_object(event: ObjectEvent | None, settings: Settings | None = None) -> DeployOutcome:
+def on_object(event: ObjectEvent | None, settings: Settings | None = None) -> DeployOutcome:
     """Handle one storage event; see the module docstring. Raises PermanentError for
     an object name under ``models/`` that breaks the convention (acknowledged, logged:
     it cannot be recorded against a model it does not validly name)."""

@@ -26,7 +26,7 @@ from shared.serving.saxml_rollout import advance_saxml
 from shared.serving.saxml_servers import follow_servers
 from shared.serving.triton_rollout import advance
 
-__all__ = ["ReconcileModelsReport", "reconcile_models", "reconcile_on_message"]
+__all__ = ["ReconcileModelsReport", "on_message", "reconcile_models"]
 
 log = get_logger("accelops.serving")
 
@@ -106,7 +106,7 @@ def reconcile_models(settings: Settings | None = None,
     return report
 
 
-def reconcile_on_message(message: PubSubMessage) -> ReconcileModelsReport:
+def on_message(message: PubSubMessage) -> ReconcileModelsReport:
     report = reconcile_models()
     log.info(f"reconcile_models: {report.summary()}", watched=report.watched,
              serving=report.serving, lost=report.lost,

@@ -13,12 +13,12 @@ from shared.events import PubSubMessage
 from shared.log import get_logger
 from shared.slices.reconcile import ReconcileReport, reconcile
 
-__all__ = ["reconcile_on_message"]
+__all__ = ["on_message"]
 
 log = get_logger("accelops.slices")
 
 
-def reconcile_on_message(message: PubSubMessage) -> ReconcileReport:
+def on_message(message: PubSubMessage) -> ReconcileReport:
     cleanup_only = True if message.attributes.get("mode") == "cleanup-only" else None
     report = reconcile(cleanup_only=cleanup_only)
     log.info(f"reconcile: {report.summary()}", actions_due=len(report.plan.actions),

@@ -11,9 +11,9 @@ import kubernetes  # noqa: F401
 from google.cloud import bigquery, container_v1, pubsub_v1, storage  # noqa: F401
 
 from shared.handler import handle_pubsub
-from shared.jobs.submit import submit_message
+from shared.jobs.submit import on_message
 
 
 @functions_framework.cloud_event
 def submit_job(cloud_event):  # type: ignore[no-untyped-def]
-    handle_pubsub(cloud_event, submit_message, "submit_job")
+    handle_pubsub(cloud_event, on_message, "submit_job")

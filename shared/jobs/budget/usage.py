@@ -31,7 +31,7 @@ from shared.kube import KubeClient, get_client
 from shared.log import get_logger
 from shared.metrics.schema import Names
 
-__all__ = ["UsageReport", "budget_teams", "refresh_usage", "usage_on_message"]
+__all__ = ["UsageReport", "budget_teams", "on_message", "refresh_usage"]
 
 log = get_logger("accelops.usage")
 
@@ -50,7 +50,7 @@ def budget_teams(config: AccelopsConfig) -> list[str]:
     return sorted(name for name, team in config.teams.items() if has_budget(team.budget))
 
 
-def usage_on_message(message: PubSubMessage) -> UsageReport:
+def on_message(message: PubSubMessage) -> UsageReport:
     """The Pub/Sub handler: any message is a tick."""
     settings = Settings.from_env()
     return refresh_usage(settings, load_config_or_retry(settings))
