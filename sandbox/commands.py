@@ -64,7 +64,7 @@ def add_commands(sub: Subcommands) -> None:
                          help="with token: the audience (default: the jobs API's URL)")
     sandbox.add_argument("--lifetime", type=int, default=3600,
                          help="with token: seconds until it expires (default: 3600)")
-    sandbox.set_defaults(func="sandbox.runner:main")
+    sandbox.set_defaults(func="sandbox.supervisor.runner:main")
 
     loadtest = sub.add_parser(
         "loadtest", help="run a load test on the local sandbox and report on it",
@@ -92,7 +92,7 @@ def add_commands(sub: Subcommands) -> None:
                           help="where the HTML report goes (default: reports)")
     loadtest.add_argument("--no-report", action="store_true", help="print the summary only")
     loadtest.add_argument("--state-dir", help="local sandbox state (default: .sandbox)")
-    loadtest.set_defaults(func="sandbox.loadtest:main")
+    loadtest.set_defaults(func="sandbox.demos.loadtest:main")
 
     demo = sub.add_parser("demo", help="run the demo scenario on a fresh sandbox")
     demo.add_argument("--state-dir", help="sandbox state directory (default: a temporary one)")
@@ -106,7 +106,7 @@ def add_commands(sub: Subcommands) -> None:
     demo.add_argument("--start-timeout", type=float, metavar="SECONDS",
                       help="how long each sandbox part may take to answer while it keeps "
                            "running (default: $ACCELOPS_SANDBOX_START_TIMEOUT, else 600)")
-    demo.set_defaults(func="sandbox.demo:main")
+    demo.set_defaults(func="sandbox.demos.demo:main")
 
     report = subcommand(sub, "report")
     report.add_argument("--state-dir", help="local sandbox state (default: .sandbox)")

@@ -34,7 +34,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from cryptography.x509.oid import NameOID
 
-from sandbox.httpserver import ApiHttpServer, ApiRequestHandler
+from sandbox.common.httpserver import ApiHttpServer, ApiRequestHandler
 from shared.idtoken import GOOGLE_ISSUERS
 
 __all__ = ["CERTS_PATH", "TokenIssuer", "certs_url", "serve_certs"]

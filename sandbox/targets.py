@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
-from sandbox.runner import Sandbox, session, state_dir_from
+from sandbox.supervisor.runner import Sandbox, session, state_dir_from
 from sandbox.topology import FUNCTIONS, PROJECT
 from shared.config import load_config
 from shared.deployment.cli import repo_root

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sandbox.scheduler import ScheduledJob
+from sandbox.cloud_scheduler.service import ScheduledJob
 from shared.config import Topics
 from shared.deployment import system
 from shared.deployment.model import Function, Retry, Service

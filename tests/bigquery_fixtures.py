@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sandbox.httpserver import free_port
+from sandbox.common.httpserver import free_port
 from shared import bigquery
 from shared.config import MetricsConfig
 from tests.processes import serving

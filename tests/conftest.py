@@ -1,7 +1,7 @@
 """Suite-wide set-up: each pytest-xdist worker its own port range, Hypothesis without
 timing checks, and the suite's report.
 
-Servers told their port on the command line get it from ``sandbox.ports.free_port``,
+Servers told their port on the command line get it from ``sandbox.common.ports.free_port``,
 which picks from ``ACCELOPS_PORT_RANGE``: set here per worker (``gw0``, ``gw1``, ...; the
 subprocesses a test starts inherit it), so two workers never pick from the same range.
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
-from sandbox import ports
+from sandbox.common import ports
 from tests.suite_report import SuiteReport
 
 settings.register_profile("accelops", deadline=None,

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from sandbox.kubeapi import ObjectStore
-from sandbox.provision import CONTROLLERS_DIR
+from sandbox.supervisor.provision import CONTROLLERS_DIR
 
 # (group, plural) of every kind in the manifests.
 PLURALS = {"Namespace": ("", "namespaces"), "ServiceAccount": ("", "serviceaccounts"),

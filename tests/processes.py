@@ -7,9 +7,9 @@ import subprocess
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from sandbox.httpserver import port_open
-from sandbox.logtail import log_tail
-from sandbox.startup import Observed, StartupError, resolve_start_timeout, wait_for_parts
+from sandbox.common.httpserver import port_open
+from sandbox.common.logtail import log_tail
+from sandbox.common.startup import Observed, StartupError, resolve_start_timeout, wait_for_parts
 
 
 @contextlib.contextmanager
@@ -17,7 +17,7 @@ def serving(argv: Sequence[str], port: int, log: Path, *,
             ready_seconds: float | None = None) -> Iterator[subprocess.Popen[bytes]]:
     """Run ``argv`` (its output to ``log``) until it listens on 127.0.0.1:``port``; stop
     it when the block ends. Waited for as long as it runs, up to ``ready_seconds``
-    (default: the sandbox's start-up deadline, ``sandbox/startup.py``: a JVM or an
+    (default: the sandbox's start-up deadline, ``sandbox/common/startup.py``: a JVM or an
     emulator starting beside a busy test run takes its time); RuntimeError with the log's
     tail when it exits first, or naming the setting to raise at the deadline."""
     with log.open("wb") as out:

@@ -15,7 +15,7 @@ import urllib.request
 from typing import Any
 
 from sandbox.gke.state import Delays
-from sandbox.runner import Sandbox
+from sandbox.supervisor.runner import Sandbox
 from shared.config import SliceConfig
 
 __all__ = ["SANDBOX_DELAYS", "attempts_of", "backoff_delay", "busy_attempts", "control",

@@ -2,7 +2,7 @@
 
 Controllers act directly on the sandbox Kubernetes API's
 :class:`~sandbox.kubeapi.ObjectStore` on the simulated clock
-(:class:`~sandbox.clock.SimClock`), with the labels, annotations, conditions
+(:class:`~sandbox.common.clock.SimClock`), with the labels, annotations, conditions
 and events the real components use, so the production code sees a cluster that
 behaves like GKE::
 
@@ -24,7 +24,7 @@ Modules: :mod:`~sandbox.cluster.nodes` (node pools → Nodes),
 controllers, with their failure rules in :mod:`~sandbox.cluster.failurepolicy` and
 :mod:`~sandbox.cluster.podfailure`),
 :mod:`~sandbox.cluster.gc` (owner garbage collection),
-:mod:`~sandbox.cluster.scheduler` (binding), :mod:`~sandbox.cluster.runtime`
+:mod:`~sandbox.cluster.kube_scheduler` (binding), :mod:`~sandbox.cluster.runtime`
 (pods run and finish), :mod:`~sandbox.cluster.simulation` (the wiring) and
 :mod:`~sandbox.cluster.logsink` (FailedScheduling as Cloud Logging entries).
 ``python -m sandbox.cluster`` hosts it all in one process.
@@ -35,11 +35,11 @@ from __future__ import annotations
 from sandbox.cluster.gc import GarbageCollector
 from sandbox.cluster.jobs import JobController
 from sandbox.cluster.jobset import JobSetController
+from sandbox.cluster.kube_scheduler import Scheduler
 from sandbox.cluster.kueue import KueueController
 from sandbox.cluster.logsink import PubSubSink, log_entry
 from sandbox.cluster.nodes import ClusterRef, NodePoolController
 from sandbox.cluster.runtime import PodRuntime
-from sandbox.cluster.scheduler import Scheduler
 from sandbox.cluster.simulation import Simulation
 
 __all__ = [

@@ -19,7 +19,7 @@ webhooks refuse what they intercept (:mod:`sandbox.cluster.managers`).
 With ``--pubsub-host`` every newly unschedulable pod is published to
 ``--unschedulable-topic`` as the Cloud Logging entry a log sink would deliver.
 Each ``--schedule`` is a Cloud Scheduler job fired on the simulated clock at the
-times of a unix-cron schedule in an IANA time zone (:mod:`sandbox.scheduler`)::
+times of a unix-cron schedule in an IANA time zone (:mod:`sandbox.cloud_scheduler.service`)::
 
     --schedule='slices-reconcile|* * * * *|Etc/UTC|trigger=schedule'
     --schedule='slices-reconcile|0 19 * * 1-5|Europe/Berlin|mode=cleanup-only'
@@ -52,18 +52,18 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from sandbox.clock import SimClock
+from sandbox.cloud_scheduler.service import ScheduledJob, Scheduler
 from sandbox.cluster.containers import Launcher
 from sandbox.cluster.logsink import PubSubSink
 from sandbox.cluster.managers import DEFAULT_START_SECONDS
 from sandbox.cluster.nodes import ClusterRef
 from sandbox.cluster.objects import Obj, timestamp
 from sandbox.cluster.simulation import Simulation
+from sandbox.common.clock import SimClock
 from sandbox.gke import GkeState, start_gke_api
 from sandbox.kubeapi import ObjectStore, install_crds, start_kube_api
 from sandbox.kubeapi.crdfiles import gke_crd_files
 from sandbox.kubeapi.tls import ServingCertificate
-from sandbox.scheduler import ScheduledJob, Scheduler
 
 log = logging.getLogger("sandbox.cluster")
 

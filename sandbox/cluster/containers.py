@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from sandbox.logtail import log_tail
+from sandbox.common.logtail import log_tail
 
 __all__ = ["ContainerProcess", "Launcher", "SubprocessContainer", "launcher_for"]
 

@@ -42,7 +42,6 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sandbox.clock import SimClock
 from sandbox.cluster.objects import (
     ANNOTATION_REVISION,
     APPS_API_VERSION,
@@ -77,6 +76,7 @@ from sandbox.cluster.rollout import (
     template_hash,
     timed_out,
 )
+from sandbox.common.clock import SimClock
 from sandbox.kubeapi import ApiError, ObjectStore
 
 __all__ = ["DeploymentController"]

@@ -34,7 +34,6 @@ import random
 import uuid
 from collections.abc import Iterable
 
-from sandbox.clock import SimClock
 from sandbox.cluster.objects import (
     NODES,
     PODS,
@@ -48,6 +47,7 @@ from sandbox.cluster.objects import (
     timestamp,
     uid_of,
 )
+from sandbox.common.clock import SimClock
 from sandbox.kubeapi import ObjectStore, format_timestamp
 
 __all__ = [

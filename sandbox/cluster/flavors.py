@@ -39,11 +39,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.cluster.objects import TPU_RESOURCE, Obj, parse_quantity
-
 # The sandbox kube-scheduler's nodeSelector/required-node-affinity matcher: Kueue
 # likewise reuses kube-scheduler's nodeaffinity package against a flavor's labels.
-from sandbox.cluster.scheduler import selector_matches
+from sandbox.cluster.kube_scheduler import selector_matches
+from sandbox.cluster.objects import TPU_RESOURCE, Obj, parse_quantity
 
 __all__ = [
     "FIT",

@@ -23,7 +23,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from sandbox.clock import SimClock
 from sandbox.cluster.objects import (
     DEPLOYMENTS,
     HPAS,
@@ -38,6 +37,7 @@ from sandbox.cluster.objects import (
     record_event,
     timestamp,
 )
+from sandbox.common.clock import SimClock
 from sandbox.kubeapi import ObjectStore
 
 __all__ = ["HorizontalPodAutoscalerController"]

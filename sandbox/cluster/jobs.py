@@ -40,7 +40,6 @@ import copy
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from sandbox.clock import SimClock
 from sandbox.cluster.objects import (
     JOB_API_VERSION,
     JOBS,
@@ -78,6 +77,7 @@ from sandbox.cluster.podfailure import (
     past_backoff_limit_on_failure,
     pod_failed,
 )
+from sandbox.common.clock import SimClock
 from sandbox.kubeapi import ApiError, ObjectStore
 
 __all__ = ["JobController", "completed_indexes", "job_finished", "tpu_toleration"]

@@ -42,7 +42,6 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from sandbox.clock import SimClock
 from sandbox.cluster.failurepolicy import decide_failure
 from sandbox.cluster.jobs import JobController, job_finished
 from sandbox.cluster.objects import (
@@ -75,6 +74,7 @@ from sandbox.cluster.objects import (
     timestamp,
     uid_of,
 )
+from sandbox.common.clock import SimClock
 from sandbox.kubeapi import ApiError, ObjectStore
 
 __all__ = ["JobController", "JobSetController", "job_key", "job_name"]

@@ -46,7 +46,6 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.clock import SimClock
 from sandbox.cluster.containers import Launcher, launcher_for
 from sandbox.cluster.containerstate import ContainerState, go_duration, pre_stop
 from sandbox.cluster.objects import (
@@ -64,7 +63,8 @@ from sandbox.cluster.objects import (
 from sandbox.cluster.podstatus import pod_status
 from sandbox.cluster.prober import ProberLoop
 from sandbox.cluster.probes import Prober, probe_once
-from sandbox.httpserver import free_port
+from sandbox.common.clock import SimClock
+from sandbox.common.httpserver import free_port
 from sandbox.kubeapi import ApiError, ObjectStore
 
 __all__ = ["FINALIZER", "ProcessKubelet"]

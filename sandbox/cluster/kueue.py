@@ -56,7 +56,6 @@ import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from sandbox.clock import SimClock
 from sandbox.cluster.clusterqueues import (
     NAMESPACE_MISMATCH,
     RESOURCE_IN_USE,
@@ -111,6 +110,7 @@ from sandbox.cluster.workloads import (
     pod_sets,
     workload_name,
 )
+from sandbox.common.clock import SimClock
 from sandbox.kubeapi import ObjectStore
 
 __all__ = [

@@ -33,7 +33,6 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from sandbox.clock import SimClock
 from sandbox.cluster.objects import (
     ANNOTATION_ADMITTED_AT,
     JOBSETS,
@@ -64,6 +63,7 @@ from sandbox.cluster.workloads import (
     workload_name,
     workload_priority,
 )
+from sandbox.common.clock import SimClock
 from sandbox.kubeapi import ApiError, ObjectStore
 
 __all__ = ["COMPONENT", "JobReconciler", "jobset_active", "jobset_finished"]

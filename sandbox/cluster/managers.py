@@ -36,7 +36,6 @@ import hashlib
 from collections.abc import Mapping
 from typing import Any
 
-from sandbox.clock import SimClock
 from sandbox.cluster.objects import (
     DEPLOYMENTS,
     ENDPOINTS,
@@ -55,6 +54,7 @@ from sandbox.cluster.objects import (
     uid_of,
 )
 from sandbox.cluster.rollout import set_condition, template_hash
+from sandbox.common.clock import SimClock
 from sandbox.kubeapi import ApiError, ObjectStore
 
 __all__ = ["ANNOTATION_UNREADY", "DEFAULT_START_SECONDS", "MANAGED_DEPLOYMENTS",

@@ -34,7 +34,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from sandbox.clock import SimClock
 from sandbox.cluster.disruptions import NodeDisruptions
 from sandbox.cluster.machines import (
     DEFAULT_SIZE,
@@ -67,6 +66,7 @@ from sandbox.cluster.objects import (
     short_digest,
     timestamp,
 )
+from sandbox.common.clock import SimClock
 from sandbox.kubeapi import ApiError, ObjectStore
 
 __all__ = [

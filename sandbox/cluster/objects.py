@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from sandbox.clock import SimClock
+from sandbox.common.clock import SimClock
 from sandbox.kubeapi import ApiError, ObjectStore, format_timestamp
 from shared.errors import NotFoundError
 

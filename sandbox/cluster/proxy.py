@@ -22,7 +22,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from http.server import BaseHTTPRequestHandler
 
-from sandbox.httpserver import ApiHttpServer
+from sandbox.common.httpserver import ApiHttpServer
 
 __all__ = ["ServiceProxy"]
 

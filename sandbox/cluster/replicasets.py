@@ -23,7 +23,6 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from sandbox.clock import SimClock
 from sandbox.cluster.objects import (
     APPS_API_VERSION,
     PODS,
@@ -43,6 +42,7 @@ from sandbox.cluster.objects import (
     pod_active,
     uid_of,
 )
+from sandbox.common.clock import SimClock
 from sandbox.kubeapi import ApiError, ObjectStore
 
 __all__ = ["ReplicaSetController", "available", "ready_since"]

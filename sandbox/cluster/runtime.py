@@ -30,7 +30,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sandbox.clock import SimClock
 from sandbox.cluster.objects import (
     ENV_OUTCOME,
     ENV_RUN_SECONDS,
@@ -44,6 +43,7 @@ from sandbox.cluster.objects import (
     timestamp,
     uid_of,
 )
+from sandbox.common.clock import SimClock
 from sandbox.kubeapi import ObjectStore
 
 __all__ = ["DEFAULT_RUN_SECONDS", "ENV_MESSAGE", "PodRuntime", "behaviour", "exit_message"]

@@ -33,7 +33,6 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from sandbox.clock import SimClock
 from sandbox.cluster.objects import (
     ANNOTATION_HOST_PORTS,
     ENDPOINTS,
@@ -53,6 +52,7 @@ from sandbox.cluster.objects import (
 )
 from sandbox.cluster.probes import container_port
 from sandbox.cluster.proxy import ServiceProxy
+from sandbox.common.clock import SimClock
 from sandbox.kubeapi import ApiError, ObjectStore
 
 __all__ = ["ServiceController", "host_ports_of"]

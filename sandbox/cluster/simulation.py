@@ -41,13 +41,13 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from sandbox.clock import SimClock
 from sandbox.cluster.containers import Launcher
 from sandbox.cluster.deployments import DeploymentController
 from sandbox.cluster.gc import GarbageCollector
 from sandbox.cluster.hpa import HorizontalPodAutoscalerController
 from sandbox.cluster.jobs import JobController
 from sandbox.cluster.jobset import JobSetController
+from sandbox.cluster.kube_scheduler import Scheduler, UnschedulableHook
 from sandbox.cluster.kubelet import ProcessKubelet
 from sandbox.cluster.kueue import KueueController
 from sandbox.cluster.managers import DEFAULT_START_SECONDS, ControllerManagers
@@ -64,8 +64,8 @@ from sandbox.cluster.objects import (
 from sandbox.cluster.probes import Prober, probe_once
 from sandbox.cluster.replicasets import ReplicaSetController
 from sandbox.cluster.runtime import PodRuntime
-from sandbox.cluster.scheduler import Scheduler, UnschedulableHook
 from sandbox.cluster.services import ServiceController
+from sandbox.common.clock import SimClock
 from sandbox.kubeapi import ObjectStore
 
 __all__ = ["PoolEventSource", "Simulation"]

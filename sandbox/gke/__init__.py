@@ -35,7 +35,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping
 
-from sandbox.clock import SimClock
+from sandbox.common.clock import SimClock
 from sandbox.gke.errors import GkeError
 from sandbox.gke.faults import Fault, FaultInjector, PoolError, Stockout
 from sandbox.gke.operations import DEFAULT_MAX_CONCURRENT_OPERATIONS, UPGRADE_MASTER

@@ -1,6 +1,6 @@
 """The thread that finishes operations as simulated time reaches their due time.
 
-It sleeps on the :class:`~sandbox.clock.SimClock` until the next due time, at
+It sleeps on the :class:`~sandbox.common.clock.SimClock` until the next due time, at
 most ``max_real`` real seconds at a stretch (so :meth:`OperationDriver.stop` is
 prompt and a new, earlier operation is noticed), and wakes at once when a test
 calls ``clock.advance()``.

@@ -54,7 +54,7 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from sandbox.clock import SimClock
+from sandbox.common.clock import SimClock
 from sandbox.gke.errors import GkeError, resolve_status
 
 __all__ = ["DEFAULT_POOL_ERROR", "QUOTA_MESSAGE", "STOCKOUT_MESSAGE", "Fault",

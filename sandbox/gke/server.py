@@ -67,14 +67,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from sandbox.common.httpserver import ApiHttpServer, ApiRequestHandler
+from sandbox.common.statefile import load_state, save_state
 from sandbox.gke.driver import OperationDriver
 from sandbox.gke.errors import GkeError, JsonObject
 from sandbox.gke.faults import MUTATING, FaultInjector
 from sandbox.gke.records import Cluster, rfc3339
 from sandbox.gke.state import DISRUPTION_SECONDS, GkeState
 from sandbox.gke.wire import decode_request, encode_response, wants_int_enums
-from sandbox.httpserver import ApiHttpServer, ApiRequestHandler
-from sandbox.statefile import load_state, save_state
 
 __all__ = ["GkeApiServer", "RequestLog", "RequestRecord"]
 

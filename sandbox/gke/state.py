@@ -44,7 +44,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-from sandbox.clock import SimClock
+from sandbox.common.clock import SimClock
 from sandbox.gke.errors import (
     JsonObject,
     already_exists,

@@ -26,7 +26,7 @@ gets (flushed)::
     saxml http://127.0.0.1:Q
 
 Startup is bounded by ``--startup-timeout`` (default: the sandbox's start-up
-deadline, ``sandbox/startup.py``; ``accelops sandbox up`` passes its own): past it
+deadline, ``sandbox/common/startup.py``; ``accelops sandbox up`` passes its own): past it
 the process exits 1 with the tail of tritonserver's log on stderr and the setting
 to raise. While it waits, a line a few seconds apart on stderr says so, so a slow
 start (a busy machine) reads as progress in the log, not as a hang. SIGTERM or
@@ -57,10 +57,10 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
-from sandbox.httpserver import free_port
+from sandbox.common.httpserver import free_port
+from sandbox.common.startup import DEFAULT_START_TIMEOUT, raise_hint
 from sandbox.inference.saxml import DEFAULT_MODELS, SaxmlApi, SaxmlHttpServer, check_model_path
 from sandbox.inference.triton import DEFAULT_MAX_BATCH_SIZE, MODEL_NAME_PATTERN, ToyLmTriton
-from sandbox.startup import DEFAULT_START_TIMEOUT, raise_hint
 
 log = logging.getLogger("sandbox.inference")
 

@@ -66,7 +66,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.httpserver import ApiHttpServer, ApiRequestHandler
+from sandbox.common.httpserver import ApiHttpServer, ApiRequestHandler
 from sandbox.inference import toy_lm
 from sandbox.inference.saxml_admin import (
     BadRequestError,

@@ -86,8 +86,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from sandbox.common.logtail import log_tail
 from sandbox.inference import toy_lm
-from sandbox.logtail import log_tail
 
 __all__ = [
     "DEFAULT_MAX_BATCH_SIZE",

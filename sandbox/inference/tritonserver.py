@@ -67,9 +67,9 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, TypeVar
 
+from sandbox.common.logtail import log_tail
 from sandbox.inference.triton import prepare_stub_environment
 from sandbox.inference.tritonargs import CONTAINER_PORTS, container_env, server_arguments
-from sandbox.logtail import log_tail
 
 __all__ = [
     "CONTAINER_PORTS",

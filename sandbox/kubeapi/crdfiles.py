@@ -5,7 +5,7 @@ JobSet v0.7.2 and Kueue v0.10.1 (what ``manifests/controllers`` installs) and
 PodMonitoring (which GKE's managed collection installs in every cluster). A
 cluster gets them the way a real one does: the sandbox applies the controllers'
 CRDs with ``kubectl`` together with their Deployments and webhooks
-(:mod:`sandbox.provision`), while the GKE-provided ones exist from the cluster's
+(:mod:`sandbox.supervisor.provision`), while the GKE-provided ones exist from the cluster's
 start (:mod:`sandbox.cluster.__main__`). :func:`install_crds` writes them straight
 into a store, for tests that start a bare Kubernetes API and need the kinds served.
 """

@@ -31,7 +31,8 @@ import select
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from sandbox.httpserver import ApiHttpServer, ApiRequestHandler
+from sandbox.common.httpserver import ApiHttpServer, ApiRequestHandler
+from sandbox.common.statefile import load_state, save_state
 from sandbox.kubeapi import fields
 from sandbox.kubeapi.access import AccessControl, AccessLog, ImpersonationDenied, forbidden
 from sandbox.kubeapi.attributes import attributes_for
@@ -42,7 +43,6 @@ from sandbox.kubeapi.kubeconfig import DEFAULT_CONTEXT, DEFAULT_TOKEN, write_kub
 from sandbox.kubeapi.routes import DEFAULT_GIT_VERSION, ApiRouter, Request, Response, parse_query
 from sandbox.kubeapi.store import Clock, ObjectStore
 from sandbox.kubeapi.tls import ServingCertificate, self_signed
-from sandbox.statefile import load_state, save_state
 
 log = logging.getLogger(__name__)
 

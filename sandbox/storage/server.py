@@ -59,8 +59,8 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from sandbox.logtail import log_tail
-from sandbox.startup import Observed, StartupError, resolve_start_timeout, wait_for_parts
+from sandbox.common.logtail import log_tail
+from sandbox.common.startup import Observed, StartupError, resolve_start_timeout, wait_for_parts
 
 __all__ = [
     "DEFAULT_EVENTS",
@@ -190,7 +190,7 @@ class FakeGcs:
 
     def wait_ready(self, timeout: float | None = None) -> None:
         """Wait until the API answers, for as long as the process runs, up to ``timeout``
-        (default: the sandbox's start-up deadline, ``sandbox/startup.py``). Raises
+        (default: the sandbox's start-up deadline, ``sandbox/common/startup.py``). Raises
         RuntimeError with the log's tail when the process exits first, or naming the
         setting to raise when the deadline passes."""
         name = f"fake-gcs-server on port {self.port}"

@@ -10,7 +10,7 @@ more: a seconds field, ``@daily``, ``L``, ``W``, ``#`` and ``?`` — which some 
 the API would refuse fails when it is written, not at ``terraform apply``.
 
 Nothing here evaluates a schedule: when it fires is the scheduler's business
-(Cloud Scheduler in production, ``sandbox/cron.py`` locally). Time zones are
+(Cloud Scheduler in production, ``sandbox/cloud_scheduler/cron.py`` locally). Time zones are
 looked up with :mod:`zoneinfo`; the ``tzdata`` dependency supplies the database
 on hosts without one.
 """

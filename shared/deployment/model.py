@@ -238,7 +238,7 @@ class SchedulerJob:
     Etc/UTC, when not given). A fixed time in a zone with daylight saving time is
     missing or doubled once a year: Cloud Scheduler only warns that such jobs may run
     unexpectedly (and recommends UTC); the sandbox runs them as cron does
-    (``sandbox/cron.py``).
+    (``sandbox/cloud_scheduler/cron.py``).
 
     Both are checked here (``cron.py``): a schedule or zone Cloud Scheduler would
     refuse raises ValueError naming it and the job.

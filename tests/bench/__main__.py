@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from sandbox.httpserver import free_port
+from sandbox.common.httpserver import free_port
 from sandbox.kubeapi import install_crds, start_kube_api
 from sandbox.pubsub import start_pubsub
 from tests.bench.results import REPO, write_results

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sandbox.httpserver import free_port
+from sandbox.common.httpserver import free_port
 from shared import bigquery
 from shared.jobs.budget.usage_sql import usage_params, usage_query
 from shared.metrics.schema import Names, apply_schema

@@ -37,7 +37,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from sandbox.clock import SimClock
+from sandbox.common.clock import SimClock
 from sandbox.gke import GkeApiServer, GkeState, start_gke_api
 from sandbox.kubeapi import KubeApiServer, install_crds, start_kube_api
 from shared import kube

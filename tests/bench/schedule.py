@@ -46,9 +46,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from sandbox.clock import SimClock
 from sandbox.cluster.nodes import NodePoolController
 from sandbox.cluster.objects import NODES
+from sandbox.common.clock import SimClock
 from sandbox.gke import (
     DEFAULT_MAX_CONCURRENT_OPERATIONS,
     Delays,

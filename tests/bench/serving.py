@@ -30,8 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sandbox.demo_serving import MODEL, NAMESPACE, upload_model_version
-from sandbox.runner import Sandbox
+from sandbox.demos.serving import MODEL, NAMESPACE, upload_model_version
+from sandbox.supervisor.runner import Sandbox
 from tests.bench.results import REPO, write_results
 
 CLIENTS = int(os.environ.get("BENCH_SERVING_CLIENTS", "4"))

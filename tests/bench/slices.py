@@ -33,10 +33,10 @@ from typing import Any
 
 import yaml
 
-from sandbox.clock import SimClock
+from sandbox.common.clock import SimClock
 from sandbox.gke import GkeState, start_gke_api
 from sandbox.kubeapi import install_crds, start_kube_api
-from sandbox.runner import Sandbox
+from sandbox.supervisor.runner import Sandbox
 from shared import gke, kube
 from shared.config import Settings, load_config
 from shared.jobspec.labels import pool_labels
@@ -177,7 +177,7 @@ def publish(bodies: list[dict[str, Any]]) -> None:
 
 def measure_lifecycle(bodies: list[dict[str, Any]]) -> dict[str, Any]:
     """Publish job requests; follow them until every pool is gone."""
-    from sandbox.demo import follow_lifecycle
+    from sandbox.demos.demo import follow_lifecycle
 
     with tempfile.TemporaryDirectory() as tmp:
         sandbox = Sandbox(Path(tmp), speed=LIFECYCLE_SPEED).start(progress=False)
@@ -200,7 +200,7 @@ def measure_lifecycle(bodies: list[dict[str, Any]]) -> dict[str, Any]:
 
 def demo_requests() -> list[dict[str, Any]]:
     """The job requests `accelops demo` publishes (its valid ones)."""
-    from sandbox.demo import VALID
+    from sandbox.demos.demo import VALID
 
     return [json.loads((DEMO_REQUESTS / name).read_text()) for name in VALID]
 
@@ -219,7 +219,7 @@ def _all_finished(count: int) -> bool:
 def _no_backoff_config(directory: Path) -> Path:
     """The sandbox's config with a 1-second backoff: a failed create is retried as soon
     as its pools in ERROR are gone (the baseline)."""
-    from sandbox.runner import DEFAULT_CONFIG
+    from sandbox.supervisor.runner import DEFAULT_CONFIG
 
     config = yaml.safe_load(DEFAULT_CONFIG.read_text())
     config["slices"] = {**config.get("slices", {}), "backoff_initial_seconds": 1,
@@ -231,8 +231,8 @@ def _no_backoff_config(directory: Path) -> Path:
 
 def measure_stockout(backoff: bool = True) -> dict[str, Any]:
     """A 3-slice JobSet admitted at the start of a 30-minute stockout."""
-    from sandbox.demo import follow_lifecycle
-    from sandbox.runner import DEFAULT_CONFIG
+    from sandbox.demos.demo import follow_lifecycle
+    from sandbox.supervisor.runner import DEFAULT_CONFIG
 
     with tempfile.TemporaryDirectory() as tmp:
         config = DEFAULT_CONFIG if backoff else _no_backoff_config(Path(tmp))

@@ -36,9 +36,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from sandbox.demo import follow_lifecycle
-from sandbox.httpserver import free_port
-from sandbox.runner import Sandbox
+from sandbox.common.httpserver import free_port
+from sandbox.demos.demo import follow_lifecycle
+from sandbox.supervisor.runner import Sandbox
 from sandbox.topology import FUNCTIONS, PROJECT, FunctionSpec
 from shared.config import MetricsConfig, Topics
 from shared.metrics.job_event import JOB_EVENT_KIND

@@ -15,8 +15,8 @@ from typing import Any
 
 from kubernetes import client, config
 
-from sandbox.clock import SimClock
 from sandbox.cluster.managers import ControllerManagers
+from sandbox.common.clock import SimClock
 from sandbox.kubeapi import KubeApiServer, ObjectStore, install_crds, start_kube_api
 from sandbox.kubeapi.crdfiles import controller_crd_files, gke_crd_files
 from tests.controller_manifests import store_controller_manifests

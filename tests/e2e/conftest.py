@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from sandbox.runner import DEFAULT_SPEED, Sandbox
+from sandbox.supervisor.runner import DEFAULT_SPEED, Sandbox
 from tests.e2e.pubsub_fixtures import SANDBOX_PUBSUB
 
 

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import requests
 
-from sandbox.httpserver import free_port, port_open
-from sandbox.startup import DEFAULT_START_TIMEOUT
+from sandbox.common.httpserver import free_port, port_open
+from sandbox.common.startup import DEFAULT_START_TIMEOUT
 
 REPO = Path(__file__).resolve().parents[2]
 MODEL = "toy-lm"

@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from sandbox.httpserver import free_port
+from sandbox.common.httpserver import free_port
 from sandbox.pubsub import PubSubServer, start_pubsub
 from sandbox.pubsub.emulator import (
     BACKENDS,

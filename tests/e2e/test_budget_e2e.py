@@ -27,8 +27,8 @@ import pytest
 from google.cloud import pubsub_v1
 from kubernetes import client as k8s
 
-from sandbox.clockctl import SandboxClock
-from sandbox.runner import Sandbox
+from sandbox.common.clockctl import SandboxClock
+from sandbox.supervisor.runner import Sandbox
 from sandbox.topology import PROJECT
 from shared.config import Topics, load_config
 from shared.jobs.budget.gate import CACHE_SECONDS

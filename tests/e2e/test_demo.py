@@ -14,8 +14,8 @@ from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import bigquery
 
-from sandbox.demo import _clock, _minutes
-from sandbox.httpserver import free_port
+from sandbox.common.httpserver import free_port
+from sandbox.demos.demo import _clock, _minutes
 from sandbox.topology import PROJECT
 from tests.processes import serving
 

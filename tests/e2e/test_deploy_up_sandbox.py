@@ -5,7 +5,7 @@ applies the overlay, and `accelops doctor` checks the result.
 
 `manifests/controllers` cannot be applied here (kustomize fetches the upstream
 release manifests from the network): the sandbox installs its own stand-in of it when
-it starts (sandbox/provision.py), Deployments, webhooks and all. To hold a controller
+it starts (sandbox/supervisor/provision.py), Deployments, webhooks and all. To hold a controller
 back, its Deployment is annotated ``sandbox.accelops.dev/unready`` (the sandbox's
 controller managers keep its pod unready: not Available, its webhooks not
 answering) until that is undone.
@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from sandbox.cluster.managers import ANNOTATION_UNREADY
-from sandbox.provision import kubectl
+from sandbox.supervisor.provision import kubectl
 from shared.deployment.up import CONTROLLERS
 from shared.jobs.lookup import LOCAL_QUEUES
 from shared.kube import DEPLOYMENTS, get_client, reset_client

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from sandbox.runner import Sandbox
+from sandbox.supervisor.runner import Sandbox
 from shared import kube
 from shared.config import AccelopsConfig, Settings, load_config
 from shared.errors import NotFoundError

@@ -20,7 +20,7 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import bigquery, pubsub_v1
 from kubernetes import client as k8s
 
-from sandbox.runner import Sandbox
+from sandbox.supervisor.runner import Sandbox
 from sandbox.topology import PROJECT
 from shared.config import MetricsConfig
 from shared.metrics.job_event import PER_SLICE

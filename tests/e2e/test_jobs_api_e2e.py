@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 import requests
 
-from sandbox.runner import Sandbox
+from sandbox.supervisor.runner import Sandbox
 from sandbox.topology import PROJECT
 from shared import kube
 from shared.config import load_config

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from sandbox.runner import Sandbox
+from sandbox.supervisor.runner import Sandbox
 from shared import kube
 from shared.config import AccelopsConfig, Settings, load_config
 from shared.errors import ConflictError, ForbiddenError, NotFoundError

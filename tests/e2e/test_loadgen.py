@@ -31,7 +31,7 @@ from typing import Any
 
 import pytest
 
-from sandbox.httpserver import free_port
+from sandbox.common.httpserver import free_port
 from sandbox.pubsub import PubSubServer
 from shared.metrics.record import MetricRecord
 from shared.metrics.run import RunRecord

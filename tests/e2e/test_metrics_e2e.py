@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from google.cloud import pubsub_v1
 
-from sandbox.loadtest import LoadTest, new_test_id, run, wait_for_rows, write_html
-from sandbox.runner import Sandbox
+from sandbox.demos.loadtest import LoadTest, new_test_id, run, wait_for_rows, write_html
+from sandbox.supervisor.runner import Sandbox
 from sandbox.topology import PROJECT
 from shared import bigquery
 from shared.metrics.views import BigQueryMetrics

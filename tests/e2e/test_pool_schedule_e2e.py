@@ -19,7 +19,7 @@ import pytest
 from google.cloud import pubsub_v1
 from kubernetes import client as k8s
 
-from sandbox.runner import Sandbox
+from sandbox.supervisor.runner import Sandbox
 from sandbox.topology import PROJECT
 from shared import gke
 from shared.config import Settings

@@ -28,7 +28,7 @@ from google.api_core import exceptions
 from google.pubsub_v1 import PublishRequest, PubsubMessage
 from google.pubsub_v1.services.publisher import PublisherClient as GeneratedPublisher
 
-from sandbox.httpserver import free_port
+from sandbox.common.httpserver import free_port
 from tests.e2e import pubsub_fixtures as fx
 
 # Fixtures are registered by binding them in this module's namespace.

@@ -20,7 +20,7 @@ from kubernetes import client
 
 from sandbox.kubeapi import install_crds, start_kube_api
 from sandbox.kubeapi.crdfiles import CRD_DIRECTORY, load_crd
-from sandbox.provision import KubectlError, install_controllers, wait_for_controllers
+from sandbox.supervisor.provision import KubectlError, install_controllers, wait_for_controllers
 from tests.e2e.admission_fixtures import KUEUE, ControllersCluster, cluster_queue
 from tests.e2e.kubeapi_auth_fixtures import KUBECTL, needs_kubectl
 

@@ -28,12 +28,12 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import container_v1
 from kubernetes import client, config
 
-from sandbox.clock import SimClock
 from sandbox.cluster import Simulation
+from sandbox.common.clock import SimClock
 from sandbox.gke import GkeApiServer, GkeState, start_gke_api
 from sandbox.kubeapi import KubeApiServer, ObjectStore, install_crds, start_kube_api
-from sandbox.provision import install_controllers, wait_for_controllers
 from sandbox.pubsub import PubSubServer, start_pubsub
+from sandbox.supervisor.provision import install_controllers, wait_for_controllers
 from shared.jobspec.tpu import lookup
 
 pytestmark = pytest.mark.e2e

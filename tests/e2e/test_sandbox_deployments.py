@@ -30,9 +30,9 @@ from google.auth.credentials import AnonymousCredentials
 from google.cloud import container_v1
 from kubernetes import client, config
 
-from sandbox.clock import SimClock
 from sandbox.cluster import Simulation
 from sandbox.cluster.echo import ECHO_IMAGE, ECHO_IMAGE_KEY, EchoLauncher
+from sandbox.common.clock import SimClock
 from sandbox.gke import GkeState, start_gke_api
 from sandbox.kubeapi import KubeApiServer, ObjectStore, install_crds, start_kube_api
 from tests.e2e.conftest import wait_for

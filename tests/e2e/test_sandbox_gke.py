@@ -23,7 +23,7 @@ from google.api_core.client_options import ClientOptions
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import container_v1
 
-from sandbox.clock import SimClock
+from sandbox.common.clock import SimClock
 from sandbox.gke import (
     POOL_DELETED,
     POOL_DISRUPTED,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from google.cloud import container_v1
 
-from sandbox.clock import SimClock
+from sandbox.common.clock import SimClock
 from sandbox.gke import GkeApiServer, GkeState, start_gke_api
 from tests.e2e.test_sandbox_gke import KUBE_URL, PROJECT, client_for, http, tpu_pool
 

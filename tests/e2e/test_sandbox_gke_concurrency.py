@@ -15,7 +15,7 @@ import pytest
 from google.api_core import exceptions as gexc
 from google.cloud import container_v1
 
-from sandbox.clock import SimClock
+from sandbox.common.clock import SimClock
 from sandbox.gke import GkeApiServer, GkeError, GkeState, start_gke_api
 from tests.e2e.test_sandbox_gke import (
     CLUSTER,

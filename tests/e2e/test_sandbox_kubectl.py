@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sandbox.httpserver import free_port
+from sandbox.common.httpserver import free_port
 from sandbox.kubeapi import TokenEntry, write_token_file
 from tests.e2e import kubeapi_auth_fixtures as fx
 from tests.e2e.kubeapi_auth_fixtures import ALICE, NOBODY, SecureApi, needs_kubectl

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from sandbox.clock import SimClock
 from sandbox.cluster.runtime import ENV_MESSAGE, PodRuntime
+from sandbox.common.clock import SimClock
 from sandbox.kubeapi import KubeApiServer, install_crds, start_kube_api
 from tests.e2e.kubeapi_fixtures import api_client_for
 

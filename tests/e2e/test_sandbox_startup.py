@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.provision import KubectlTimeoutError, kubectl
-from sandbox.runner import Sandbox, SandboxError
+from sandbox.supervisor.provision import KubectlTimeoutError, kubectl
+from sandbox.supervisor.runner import Sandbox, SandboxError
 
 pytestmark = pytest.mark.e2e
 

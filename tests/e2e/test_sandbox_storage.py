@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from sandbox.httpserver import free_port
+from sandbox.common.httpserver import free_port
 from sandbox.storage import FakeGcs, create_bucket, storage_client
 from tests.e2e import pubsub_fixtures as fx
 

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 import requests
 
-from sandbox.httpserver import free_port, port_open
+from sandbox.common.httpserver import free_port, port_open
 from sandbox.inference import toy_lm
 from sandbox.inference.toy_lm_model import model_files
 from sandbox.inference.tritonserver import TritonLauncher, TritonProcess

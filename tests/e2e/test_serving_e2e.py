@@ -16,7 +16,7 @@ import pytest
 from sandbox.cluster.objects import loopback_url
 from sandbox.inference.toy_lm import generate
 from sandbox.inference.toy_lm_model import model_files
-from sandbox.runner import Sandbox
+from sandbox.supervisor.runner import Sandbox
 from shared import kube, storage
 from shared.cli import main as cli
 from shared.kube import PODS, SERVICES

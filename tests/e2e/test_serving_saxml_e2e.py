@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from sandbox.runner import Sandbox
+from sandbox.supervisor.runner import Sandbox
 from shared import kube, storage
 from shared.kube import JOBSETS, PODS
 from shared.serving.ledger import Ledger, load_ledger

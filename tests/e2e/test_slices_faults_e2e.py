@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from sandbox.runner import Sandbox
+from sandbox.supervisor.runner import Sandbox
 from shared.config import SliceConfig, load_config
 from shared.names import pool_name
 from shared.slices.observe import parse_time

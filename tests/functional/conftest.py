@@ -18,7 +18,7 @@ import functions_framework
 import pytest
 from google.cloud import pubsub_v1
 
-from sandbox.clock import SimClock
+from sandbox.common.clock import SimClock
 from sandbox.gke import GkeApiServer, GkeState, start_gke_api
 from sandbox.kubeapi import KubeApiServer, install_crds, start_kube_api
 from sandbox.pubsub import PubSubServer, start_pubsub
@@ -193,7 +193,7 @@ SERVING_NAMESPACE = "serving"
 def gcs_endpoint_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """One fake-gcs-server for the session (its log in a file: a pipe nobody reads
     fills up and stalls the server); tests use buckets of their own."""
-    from sandbox.httpserver import free_port
+    from sandbox.common.httpserver import free_port
     from sandbox.storage import FakeGcs
 
     log = tmp_path_factory.mktemp("gcs") / "fake-gcs.log"

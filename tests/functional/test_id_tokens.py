@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sandbox.httpserver import ApiHttpServer, free_port
+from sandbox.common.httpserver import ApiHttpServer, free_port
 from sandbox.idtokens import TokenIssuer, certs_url, serve_certs
 from shared import idtoken
 from shared.errors import UnavailableError

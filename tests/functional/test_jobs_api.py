@@ -346,7 +346,7 @@ def test_unknown_paths_and_methods_answer_json_errors(world):
 
 
 def test_an_unreachable_cluster_is_a_503_with_retry_after(world, monkeypatch, tmp_path: Path):
-    from sandbox.httpserver import free_port
+    from sandbox.common.httpserver import free_port
     from shared import kube
 
     dead = tmp_path / "kubeconfig"
@@ -381,7 +381,7 @@ def test_the_client_submits_and_reads_over_http_with_the_token_it_is_given(world
 
 
 def test_the_client_turns_error_answers_into_the_errors_they_mean(world):
-    from sandbox.httpserver import free_port
+    from sandbox.common.httpserver import free_port
     from shared.errors import ForbiddenError, NotFoundError, PermanentError, UnavailableError
     from shared.jobs.api_client import JobsApiClient
 

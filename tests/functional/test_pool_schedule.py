@@ -16,7 +16,7 @@ import functions_framework
 import pytest
 from google.cloud import pubsub_v1
 
-from sandbox.clock import SimClock
+from sandbox.common.clock import SimClock
 from sandbox.gke import GkeApiServer, GkeState, start_gke_api
 from sandbox.kubeapi import KubeApiServer, install_crds, start_kube_api
 from sandbox.pubsub import PubSubServer, SubscriptionConfig

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from sandbox.clock import SimClock
+from sandbox.common.clock import SimClock
 from sandbox.gke import GkeApiServer, GkeState, start_gke_api
 from sandbox.kubeapi import KubeApiServer, install_crds, start_kube_api
 from shared import kube

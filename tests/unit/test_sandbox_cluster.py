@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from sandbox.clock import SimClock
 from sandbox.cluster import Simulation, log_entry
 from sandbox.cluster.nodes import ClusterRef
+from sandbox.common.clock import SimClock
 from sandbox.gke import GkeState
 from sandbox.kubeapi import ObjectStore
 from shared.jobspec.tpu import lookup

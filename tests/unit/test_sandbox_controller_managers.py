@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from sandbox.clock import SimClock
 from sandbox.cluster import Simulation
 from sandbox.cluster.__main__ import parse_args
 from sandbox.cluster.managers import ANNOTATION_UNREADY, DEFAULT_START_SECONDS
+from sandbox.common.clock import SimClock
 from sandbox.kubeapi import ObjectStore
 from tests.controller_manifests import store_controller_manifests
 

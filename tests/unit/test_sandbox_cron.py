@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from sandbox.cron import CronSchedule
+from sandbox.cloud_scheduler.cron import CronSchedule
 
 
 def utc(*fields: int) -> datetime:

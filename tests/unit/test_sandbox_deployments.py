@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from sandbox.clock import SimClock
 from sandbox.cluster import Simulation
 from sandbox.cluster.__main__ import launchers, parse_args
 from sandbox.cluster.probes import ProbeSpec, probe_spec
 from sandbox.cluster.rollout import resolve_int_or_percent, template_hash
+from sandbox.common.clock import SimClock
 from sandbox.kubeapi import ObjectStore
 
 CLUSTER = "projects/acme/locations/us-central1-a/clusters/serve"

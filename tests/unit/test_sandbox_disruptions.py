@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from sandbox.clock import SimClock
 from sandbox.cluster import Simulation
+from sandbox.common.clock import SimClock
 from sandbox.gke import GkeError, GkeState
 from sandbox.kubeapi import ObjectStore
 from tests.unit import test_sandbox_cluster as cluster_tests

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.clock import SimClock
+from sandbox.common.clock import SimClock
 from sandbox.gke.errors import GkeError
 from sandbox.gke.faults import FaultInjector
 from sandbox.gke.operations import UPGRADE_MASTER, OperationBook

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sandbox.httpserver import port_open
+from sandbox.common.httpserver import port_open
 from sandbox.inference import toy_lm
 from sandbox.inference.saxml import (
     BadRequestError,

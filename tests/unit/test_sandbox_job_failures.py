@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from sandbox.clock import SimClock
 from sandbox.cluster.failurepolicy import decide_failure
 from sandbox.cluster.jobs import JobController
 from sandbox.cluster.jobset import JobSetController
 from sandbox.cluster.podfailure import match_pod_failure_policy, past_backoff_limit_on_failure
+from sandbox.common.clock import SimClock
 from sandbox.kubeapi import ApiError, ObjectStore
 from tests.unit import test_sandbox_cluster as cluster_tests
 from tests.unit.test_sandbox_cluster import NAMESPACE

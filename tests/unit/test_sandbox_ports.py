@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import ports
+from sandbox.common import ports
 
 EPHEMERAL_LOW = 32768  # Linux's default ip_local_port_range starts here
 
@@ -75,7 +75,7 @@ def test_no_two_processes_are_handed_the_same_port_while_it_is_reserved(
     monkeypatch.setenv(ports.ENV, f"{low}-{high}")
     mine = [ports.free_port(), ports.free_port()]
     theirs = subprocess.run(
-        [sys.executable, "-c", "from sandbox.ports import free_port\n"
+        [sys.executable, "-c", "from sandbox.common.ports import free_port\n"
                                "print(free_port(), free_port())"],
         cwd=Path(__file__).resolve().parents[2], capture_output=True, text=True, check=True,
         timeout=60).stdout.split()

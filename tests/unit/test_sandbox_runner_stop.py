@@ -14,7 +14,7 @@ import sys
 import time
 from pathlib import Path
 
-from sandbox.runner import Component, Sandbox
+from sandbox.supervisor.runner import Component, Sandbox
 
 # On SIGTERM: mark "<name>.term"; wait (bounded) until every name in WAIT has its
 # mark too, and only then mark "<name>.clean" and exit; record which marks of SEEN

@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from sandbox.clock import SimClock
+from sandbox.cloud_scheduler.service import ScheduledJob, Scheduler
 from sandbox.cluster.__main__ import parse_args
-from sandbox.scheduler import ScheduledJob, Scheduler
+from sandbox.common.clock import SimClock
 from sandbox.topology import SCHEDULES
 from shared.deployment import system
 

@@ -1,4 +1,4 @@
-"""The sandbox's start-up waits (sandbox/startup.py): the pure decision, the deadline
+"""The sandbox's start-up waits (sandbox/common/startup.py): the pure decision, the deadline
 setting, and the polling loop on a fake clock."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from sandbox.startup import (
+from sandbox.common.startup import (
     DEFAULT_START_TIMEOUT,
     ENV_VAR,
     PROGRESS_EVERY,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sandbox.schedule_report import ready_at, savings, spec_differences
-from sandbox.schedule_story import Day
+from sandbox.demos.offhours_report import ready_at, savings, spec_differences
+from sandbox.demos.offhours_story import Day
 from shared.config.offhours import Schedule
 from shared.offhours.plan import OUTPUT_ONLY
 

@@ -60,7 +60,7 @@ class Cluster:
         return str(((pod or {}).get("status") or {}).get("phase") or "absent")
 
     def operations(self) -> list[dict[str, Any]]:
-        from sandbox.demo import operations
+        from sandbox.demos.demo import operations
 
         return operations()
 

@@ -22,8 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sandbox.loadtest import LoadTest, LocustProcess, describe, finish, new_test_id, write_html
-from sandbox.runner import Sandbox
+from sandbox.demos.loadtest import (
+    LoadTest,
+    LocustProcess,
+    describe,
+    finish,
+    new_test_id,
+    write_html,
+)
+from sandbox.supervisor.runner import Sandbox
 from shared.errors import AccelopsError
 
 __all__ = ["VersionTimeline", "run_serving_scenario", "upload_model_version"]
@@ -104,7 +111,7 @@ def _serving(timeline: VersionTimeline) -> VersionTimeline:
 def run_serving_scenario(sandbox: Sandbox, reports: Path = Path("reports")) -> dict[str, Any]:
     """Play the serving scenario on a started sandbox (parts serving and metrics);
     returns what happened (for tests)."""
-    from sandbox.loadtest import deployment_target
+    from sandbox.demos.loadtest import deployment_target
     from shared import kube, storage
     from shared.metrics.views import BigQueryMetrics
 

@@ -2,7 +2,7 @@
 
 Production runs the deployment definition's jobs in Cloud Scheduler (Terraform);
 here each job fires at its unix-cron schedule's times in its IANA time zone
-(``sandbox/cron.py``, daylight saving time as cron handles it), read on the
+(``sandbox/cloud_scheduler/cron.py``, daylight saving time as cron handles it), read on the
 SimClock: at 60x speed the every-minute tick of reconcile_slices fires every
 real second, and a test that ``advance()``\\ s the clock sees the firings it
 jumped to.
@@ -32,8 +32,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from sandbox.clock import SimClock
-from sandbox.cron import CronSchedule
+from sandbox.cloud_scheduler.cron import CronSchedule
+from sandbox.common.clock import SimClock
 
 __all__ = ["ScheduledJob", "Scheduler"]
 

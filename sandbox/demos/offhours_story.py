@@ -14,7 +14,7 @@ import itertools
 from dataclasses import dataclass
 from zoneinfo import ZoneInfo
 
-from sandbox.schedule_watch import Tick
+from sandbox.demos.offhours_watch import Tick
 from shared.config.offhours import Schedule
 from shared.errors import AccelopsError
 from shared.offhours.windows import intervals

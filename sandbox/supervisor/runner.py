@@ -8,11 +8,11 @@ port while the rest keep running. Everything the sandbox knows lives under one s
 directory: ``state.json`` (processes, ports), ``kubeconfig``, ``config.yaml``, ``env``,
 ``logs/`` and the ID token issuer's key (``id-tokens/``). ``up`` returns once every
 endpoint answers; ``down`` stops what ``state.json`` lists. The cluster is provisioned
-as a first deployment must be (:mod:`sandbox.provision`): Kueue and JobSet first, a
+as a first deployment must be (:mod:`sandbox.supervisor.provision`): Kueue and JobSet first, a
 bounded wait until their webhooks answer (what it waits for, and how long it took,
 is printed), then the overlay.
 
-Every start-up wait is :mod:`sandbox.startup`'s: a part is waited for while its process
+Every start-up wait is :mod:`sandbox.common.startup`'s: a part is waited for while its process
 runs (with a progress line every few seconds), one that exits fails the start at once
 with its log's tail, and the one deadline (``--start-timeout``, else
 ``$ACCELOPS_SANDBOX_START_TIMEOUT``, else ten minutes) names the setting to raise.
@@ -34,10 +34,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sandbox.httpserver import free_port, port_open
-from sandbox.identities import ClusterAccess, cluster_access
-from sandbox.logtail import log_tail
-from sandbox.startup import Observed, StartupError, resolve_start_timeout, wait_for_parts
+from sandbox.common.httpserver import free_port, port_open
+from sandbox.common.logtail import log_tail
+from sandbox.common.startup import Observed, StartupError, resolve_start_timeout, wait_for_parts
+from sandbox.supervisor.identities import ClusterAccess, cluster_access
 from sandbox.topology import (
     ALL_PARTS,
     CLUSTER,
@@ -58,8 +58,8 @@ from shared.errors import AccelopsError
 
 __all__ = ["Sandbox", "SandboxError", "main", "session", "state_dir_from"]
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_CONFIG = Path(__file__).resolve().parent / "config.yaml"
+REPO = Path(__file__).resolve().parents[2]
+DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "config.yaml"
 DEFAULT_STATE_DIR = Path(".sandbox")
 # Simulated seconds per real second: a scheduler minute passes every real second.
 DEFAULT_SPEED = 60.0
@@ -100,7 +100,7 @@ class Sandbox:
         """``pubsub``: "standin" or "emulator" (Google's); None means
         ``$ACCELOPS_SANDBOX_PUBSUB``, else the stand-in. ``start_timeout``: how long
         each start-up wait may last, in seconds; None means
-        ``$ACCELOPS_SANDBOX_START_TIMEOUT``, else ten minutes (:mod:`sandbox.startup`)."""
+        ``$ACCELOPS_SANDBOX_START_TIMEOUT``, else ten minutes (:mod:`sandbox.common.startup`)."""
         from sandbox.pubsub.emulator import backend_from_env
 
         self.state_dir = state_dir.resolve()
@@ -485,7 +485,7 @@ class Sandbox:
 
     def _wait_ready(self, names: list[str], *, progress: bool = False) -> None:
         """Wait until every one of ``names`` answers on all its ports, for as long as
-        they keep running (:mod:`sandbox.startup`); SandboxError when one exits first,
+        they keep running (:mod:`sandbox.common.startup`); SandboxError when one exits first,
         or at the start-up deadline."""
         try:
             wait_for_parts(names, self._observe, timeout=self.start_timeout,
@@ -562,9 +562,9 @@ class Sandbox:
 
     # -- provisioning ----------------------------------------------------------------
     def _provision_kubernetes(self, *, progress: bool) -> None:
-        """The controllers, a wait for their webhooks, then the overlay (sandbox/provision.py);
-        SandboxError when the webhooks never answer."""
-        from sandbox.provision import KubectlError, provision_kubernetes
+        """The controllers, a wait for their webhooks, then the overlay
+        (sandbox/supervisor/provision.py); SandboxError when the webhooks never answer."""
+        from sandbox.supervisor.provision import KubectlError, provision_kubernetes
 
         try:
             provision_kubernetes(self.config, self.kubeconfig, self.state_dir / "manifests",
@@ -575,7 +575,7 @@ class Sandbox:
             raise SandboxError(str(exc)) from exc
 
     def _provision_pubsub(self, *, before_functions: bool) -> None:
-        from sandbox.provision import provision_pubsub
+        from sandbox.supervisor.provision import provision_pubsub
 
         provision_pubsub(PROJECT, self.functions, PULL_SUBSCRIPTIONS,
                          push_endpoints=None if before_functions else {
@@ -583,7 +583,7 @@ class Sandbox:
                              for spec in self.functions})
 
     def _provision_serving(self) -> None:
-        from sandbox.provision import provision_serving
+        from sandbox.supervisor.provision import provision_serving
 
         provision_serving(self.storage_url, MODELS_BUCKET, self.gke_url)
 

@@ -37,7 +37,6 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from sandbox.clock import SimClock
 from sandbox.cluster.objects import (
     ANNOTATION_EXCLUSIVE,
     GPU_RESOURCE,
@@ -65,6 +64,7 @@ from sandbox.cluster.objects import (
     timestamp,
     uid_of,
 )
+from sandbox.common.clock import SimClock
 from sandbox.kubeapi import ApiError, ObjectStore
 
 __all__ = ["Scheduler", "UnschedulableHook", "taint_tolerated"]

@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Generic, TypeVar
 
-# Chosen from a range of its own and reserved across processes: see sandbox.ports.
-from sandbox.ports import free_port
+# Chosen from a range of its own and reserved across processes: see sandbox.common.ports.
+from sandbox.common.ports import free_port
 
 __all__ = ["ApiHttpServer", "ApiRequestHandler", "free_port", "port_open"]
 

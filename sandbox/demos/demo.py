@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from sandbox.loadtest import (
+from sandbox.demos.loadtest import (
     LoadTest,
     LocustProcess,
     describe,
@@ -32,7 +32,7 @@ from sandbox.loadtest import (
     new_test_id,
     write_html,
 )
-from sandbox.runner import Sandbox, SandboxError
+from sandbox.supervisor.runner import Sandbox, SandboxError
 from sandbox.topology import ALL_PARTS, FUNCTIONS, PROJECT, tick_seconds
 from shared.config import Topics
 from shared.errors import AccelopsError
@@ -43,7 +43,7 @@ from shared.slices.observe import finished_at
 
 __all__ = ["main", "run_scenario"]
 
-REQUESTS = Path(__file__).resolve().parent / "requests"
+REQUESTS = Path(__file__).resolve().parents[1] / "requests"
 VALID = ["llama-multislice.json", "gemma-v4.json", "mixtral-v5p.json", "serve-v6e.json",
          "serve-large-v6e.json"]
 INVALID = "invalid-too-many-slices.json"
@@ -283,7 +283,7 @@ def follow_lifecycle(expected: int, *, timeout: float = LIFECYCLE_SECONDS,
                      progress: bool = True) -> list[Any]:
     """Wait until ``expected`` JobSets finished and every pool is gone (printing progress
     as it changes), then return their timelines."""
-    from sandbox.timeline import build_timelines
+    from sandbox.demos.timeline import build_timelines
 
     deadline = time.monotonic() + timeout
     last = ""
@@ -363,12 +363,12 @@ def main(args: argparse.Namespace) -> int:
                 if args.scenario in ("jobs", "all"):
                     run_scenario(sandbox, Path(args.report_dir))
                 if args.scenario in ("serving", "all"):
-                    from sandbox.demo_serving import run_serving_scenario
+                    from sandbox.demos.serving import run_serving_scenario
 
                     print("\n--- serving: model versions uploaded to the bucket ---")
                     run_serving_scenario(sandbox, Path(args.report_dir))
                 if args.scenario in ("schedule", "all"):
-                    from sandbox.demo_schedule import run_schedule_scenario
+                    from sandbox.demos.offhours import run_schedule_scenario
 
                     print("\n--- schedule: node pools removed off-hours, back by morning ---")
                     run_schedule_scenario(sandbox)

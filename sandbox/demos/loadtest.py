@@ -41,7 +41,7 @@ __all__ = [
     "wait_for_rows",
 ]
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 LOCUSTFILE = REPO / "services" / "loadgen" / "locustfile.py"
 DEFAULT_MODELS = {"triton": "toy-lm", "saxml": "/sax/test/toy"}
 # The sandbox Triton's decoupled twin of toy-lm, for --stream (generate_stream).
@@ -229,7 +229,7 @@ def deployment_target(deployment: str, sandbox: Any) -> Any:
 
 
 def main(args: argparse.Namespace) -> int:
-    from sandbox.runner import session, state_dir_from
+    from sandbox.supervisor.runner import session, state_dir_from
     from shared.metrics.views import BigQueryMetrics
 
     test_id = args.test_id or new_test_id()

@@ -5,7 +5,7 @@ Played with the real clients on a started sandbox (part "jobs": the cluster, and
 with the schedule ``office-hours`` of the sandbox's config:
 
 1. static pools are created through the GKE API, labelled onto the schedule
-   (:mod:`sandbox.schedule_pools`); a pod keeps the dev pool busy past the evening;
+   (:mod:`sandbox.demos.offhours_pools`); a pod keeps the dev pool busy past the evening;
 2. evening: the clock jumps to shortly before on-hours end on a weekday; tick by
    tick, pools are scaled to zero or (the multi-host slice) deleted, the busy pool
    is skipped with its reason, and removed on the first tick after its pod ends;
@@ -17,7 +17,7 @@ with the schedule ``office-hours`` of the sandbox's config:
    BigQuery running, the ``pool_savings_daily`` view too, if it exists.
 
 What pool_schedule did is read from what it leaves behind, as in production: its
-log and its audit rows (:mod:`sandbox.schedule_watch`). Time: the clock is slowed
+log and its audit rows (:mod:`sandbox.demos.offhours_watch`). Time: the clock is slowed
 to real time (speed 1) and jumped from tick to tick, so an evening and a night
 take seconds and every tick lands on its five-minute mark (a jump wakes the
 scheduler, which fires the tick that fell due). Its speed is put back at the end,
@@ -29,13 +29,13 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sandbox.clockctl import SandboxClock
-from sandbox.runner import Sandbox
-from sandbox.schedule_cluster import Cluster, is_as_before, is_down
-from sandbox.schedule_pools import busy_pod, demo_pools
-from sandbox.schedule_report import Saving, flat_spec, ready_at, savings, spec_differences
-from sandbox.schedule_story import SETUP_BEFORE_CLOSE, Day, Story
-from sandbox.schedule_watch import Tick, TickWatch
+from sandbox.common.clockctl import SandboxClock
+from sandbox.demos.offhours_cluster import Cluster, is_as_before, is_down
+from sandbox.demos.offhours_pools import busy_pod, demo_pools
+from sandbox.demos.offhours_report import Saving, flat_spec, ready_at, savings, spec_differences
+from sandbox.demos.offhours_story import SETUP_BEFORE_CLOSE, Day, Story
+from sandbox.demos.offhours_watch import Tick, TickWatch
+from sandbox.supervisor.runner import Sandbox
 from sandbox.topology import PROJECT, tick_seconds
 from shared.config import AccelopsConfig, load_config
 from shared.config.offhours import Schedule

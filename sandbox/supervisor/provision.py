@@ -35,7 +35,7 @@ from typing import Any
 
 import yaml
 
-from sandbox.startup import DEFAULT_START_TIMEOUT, PROGRESS_EVERY, raise_hint
+from sandbox.common.startup import DEFAULT_START_TIMEOUT, PROGRESS_EVERY, raise_hint
 from sandbox.topology import PROJECT, FunctionSpec
 from shared.config import load_config
 from shared.deployment import system
@@ -49,11 +49,11 @@ __all__ = ["KubectlError", "KubectlTimeoutError", "install_controllers", "kubect
 
 FIELD_MANAGER = "accelops-sandbox"
 # How long one kubectl command, and the wait for the controllers' webhooks, may take
-# (real seconds): the sandbox's start-up deadline (sandbox/startup.py), which
+# (real seconds): the sandbox's start-up deadline (sandbox/common/startup.py), which
 # `accelops sandbox up --start-timeout` and $ACCELOPS_SANDBOX_START_TIMEOUT set.
 KUBECTL_TIMEOUT = DEFAULT_START_TIMEOUT
 CONTROLLERS_TIMEOUT = DEFAULT_START_TIMEOUT
-CONTROLLERS_DIR = Path(__file__).resolve().parent / "cluster" / "controllers"
+CONTROLLERS_DIR = Path(__file__).resolve().parents[1] / "cluster" / "controllers"
 # The controllers' Deployments, and what a dry run says while they are not serving yet
 # (their webhooks do not answer, or just after the CRDs were applied their kinds are not
 # served yet), are those `accelops deploy up` waits for (shared/deployment/up.py): the
