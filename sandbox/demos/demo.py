@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from sandbox.demos.gke_operations import operations
 from sandbox.demos.loadtest import (
     LoadTest,
     LocustProcess,
@@ -248,21 +249,6 @@ def job_event_rows(request_ids: set[str], expected: int,
 
     rows = _wait_for(fetch, f"{expected} lifecycle transitions in BigQuery", timeout)
     return table.strip("`"), rows
-
-
-def operations() -> list[dict[str, Any]]:
-    """Every GKE operation of the cluster, as Container API JSON."""
-    from google.cloud import container_v1  # type: ignore[attr-defined,unused-ignore]
-
-    from shared import gke
-    from shared.config import Settings
-
-    settings = Settings.from_env()
-    response = gke.container_client(settings).list_operations(
-        parent=f"projects/{settings.project}/locations/{settings.location}")
-    return [container_v1.Operation.to_dict(op, use_integers_for_enums=False,
-                                           preserving_proto_field_name=False)
-            for op in response.operations]
 
 
 def snapshot() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Any]]:

@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from sandbox.demos.gke_operations import operations
 from shared.config import Settings
 from shared.errors import AccelopsError
 
@@ -60,8 +61,6 @@ class Cluster:
         return str(((pod or {}).get("status") or {}).get("phase") or "absent")
 
     def operations(self) -> list[dict[str, Any]]:
-        from sandbox.demos.demo import operations
-
         return operations()
 
     def settled(self) -> bool:
