@@ -64,7 +64,7 @@ def add_commands(sub: Subcommands) -> None:
                          help="with token: the audience (default: the jobs API's URL)")
     sandbox.add_argument("--lifetime", type=int, default=3600,
                          help="with token: seconds until it expires (default: 3600)")
-    sandbox.set_defaults(func="sandbox.supervisor.runner:main")
+    sandbox.set_defaults(func="sandbox.supervisor.cli:main")
 
     loadtest = sub.add_parser(
         "loadtest", help="run a load test on the local sandbox and report on it",

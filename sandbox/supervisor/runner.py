@@ -1,5 +1,6 @@
-"""``accelops sandbox up|down|status|env|token``: the local stand-ins, the functions
-and the services.
+"""The sandbox's supervisor: starting, watching and stopping the local stand-ins, the
+functions and the services (``accelops sandbox`` is :mod:`sandbox.supervisor.cli`; where
+each serves is :mod:`sandbox.supervisor.endpoints`).
 
 Each stand-in (Kubernetes API, Pub/Sub), each function (functions-framework) and
 each service (gunicorn, as in its image) runs as its own process bound to 127.0.0.1,
@@ -20,7 +21,6 @@ with its log's tail, and the one deadline (``--start-timeout``, else
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -30,14 +30,14 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from sandbox.common.httpserver import free_port, port_open
 from sandbox.common.logtail import log_tail
 from sandbox.common.startup import Observed, StartupError, resolve_start_timeout, wait_for_parts
-from sandbox.supervisor.identities import ClusterAccess, cluster_access
+from sandbox.supervisor.endpoints import Component, Endpoints
 from sandbox.topology import (
     ALL_PARTS,
     CLUSTER,
@@ -56,7 +56,7 @@ from sandbox.topology import (
 )
 from shared.errors import AccelopsError
 
-__all__ = ["Sandbox", "SandboxError", "main", "session", "state_dir_from"]
+__all__ = ["Component", "Sandbox", "SandboxError", "session", "state_dir_from"]
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "config.yaml"
@@ -75,23 +75,11 @@ def _alive(pid: int) -> bool:
     return True
 
 
-@dataclass
-class Component:
-    name: str
-    port: int
-    command: list[str]
-    log: str
-    pid: int = 0
-    env: dict[str, str] = field(default_factory=dict)
-    ports: dict[str, int] = field(default_factory=dict)  # further ports it serves
-    about: str = ""  # what serves there, when there is a choice (`status` prints it)
-
-
 class SandboxError(AccelopsError):
     """The sandbox could not start or is not running; the message says what to do."""
 
 
-class Sandbox:
+class Sandbox(Endpoints):
     """A running (or to-be-started) sandbox rooted at one state directory."""
 
     def __init__(self, state_dir: Path, config: Path = DEFAULT_CONFIG,
@@ -127,173 +115,6 @@ class Sandbox:
     def services(self) -> list[ServiceSpec]:
         """The Cloud Run services this sandbox runs (those of its parts)."""
         return [spec for spec in SERVICES if spec.part in self.parts]
-
-    def has(self, component: str) -> bool:
-        return component in self.components
-
-    # -- paths and environment -------------------------------------------------------
-    @property
-    def kubeconfig(self) -> Path:
-        return self.state_dir / "kubeconfig"
-
-    @property
-    def config(self) -> Path:
-        return self.state_dir / "config.yaml"
-
-    @property
-    def access(self) -> ClusterAccess:
-        """Certificate, tokens, per-function kubeconfigs and the API's access log."""
-        return cluster_access(self.state_dir, self.kubeconfig)
-
-    @property
-    def kube_url(self) -> str:
-        return f"https://127.0.0.1:{self.components['cluster'].port}"
-
-    @property
-    def gke_url(self) -> str:
-        return f"http://127.0.0.1:{self.components['cluster'].ports['gke']}"
-
-    @property
-    def pubsub_host(self) -> str:
-        return f"127.0.0.1:{self.components['pubsub'].port}"
-
-    @property
-    def pubsub_description(self) -> str:
-        """What serves Pub/Sub: ``accelops stand-in`` or ``Google Pub/Sub emulator 0.8.20``."""
-        from sandbox.pubsub.emulator import STANDIN_DESCRIPTION
-
-        return self.components["pubsub"].about or STANDIN_DESCRIPTION
-
-    @property
-    def bigquery_url(self) -> str:
-        return f"http://127.0.0.1:{self.components['bigquery'].port}"
-
-    @property
-    def triton_url(self) -> str:
-        return f"http://127.0.0.1:{self.components['inference'].port}"
-
-    @property
-    def saxml_url(self) -> str:
-        return f"http://127.0.0.1:{self.components['inference'].ports['saxml']}"
-
-    @property
-    def storage_url(self) -> str:
-        return f"http://127.0.0.1:{self.components['storage'].port}"
-
-    @property
-    def models_bucket(self) -> str:
-        return MODELS_BUCKET
-
-    @property
-    def saxml_proxy_url(self) -> str:
-        return f"http://127.0.0.1:{self.components['saxml'].port}"
-
-    def function_url(self, target: str) -> str:
-        return f"http://127.0.0.1:{self.components[target].port}/"
-
-    def service_url(self, name: str) -> str:
-        """A service's root URL, without a trailing slash (as Cloud Run's)."""
-        return f"http://127.0.0.1:{self.components[name].port}"
-
-    @property
-    def jobs_api_url(self) -> str:
-        return self.service_url("jobs_api")
-
-    @property
-    def id_token_dir(self) -> Path:
-        """Where the ID token issuer keeps its key (``sandbox/idtokens.py``)."""
-        return self.state_dir / "id-tokens"
-
-    @property
-    def id_token_certs_url(self) -> str:
-        from sandbox.idtokens import certs_url
-
-        return certs_url(self.components["idtokens"].port)
-
-    def id_token(self, email: str, audience: str | None = None, **claims: Any) -> str:
-        """An ID token for ``email``, signed by the sandbox's issuer, for the jobs API
-        (or ``audience``); ``claims`` as :meth:`sandbox.idtokens.TokenIssuer.mint`."""
-        from sandbox.idtokens import TokenIssuer
-
-        issuer = TokenIssuer.load(self.id_token_dir)
-        return issuer.mint(email, audience or self.jobs_api_url, **claims)
-
-    def redeliver(self, target: str, message_id: str, data: bytes,
-                  attributes: dict[str, str] | None = None) -> int:
-        """Deliver an already delivered message once more to a function, in Pub/Sub's
-        push format, as Pub/Sub does when an ack is lost; returns the HTTP status."""
-        import base64
-        import urllib.error
-        import urllib.request
-
-        spec = next(spec for spec in FUNCTIONS if spec.target == target)
-        envelope = {
-            "message": {"data": base64.b64encode(data).decode(), "messageId": message_id,
-                        "message_id": message_id, "attributes": attributes or {},
-                        "publishTime": "2026-01-01T00:00:00Z"},
-            "subscription": f"projects/{PROJECT}/subscriptions/{spec.subscription}",
-        }
-        request = urllib.request.Request(  # noqa: S310 - a loopback URL we started
-            self.function_url(target), data=json.dumps(envelope).encode(),
-            headers={"Content-Type": "application/json"}, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=30) as response:  # noqa: S310
-                return int(response.status)
-        except urllib.error.HTTPError as exc:
-            return int(exc.code)
-
-    def env(self) -> dict[str, str]:
-        """The environment a client (or a function) uses to reach this sandbox."""
-        env = {
-            "PUBSUB_EMULATOR_HOST": self.pubsub_host,
-            "ACCELOPS_CONFIG": str(self.config),
-            "ACCELOPS_PROJECT": PROJECT,
-            "ACCELOPS_LOCATION": LOCATION,
-            "ACCELOPS_CLUSTER": CLUSTER,
-        }
-        if self.has("cluster"):
-            env["KUBECONFIG"] = str(self.kubeconfig)
-            env["ACCELOPS_GKE_ENDPOINT"] = self.gke_url
-        if self.has("bigquery"):
-            env["BIGQUERY_EMULATOR_HOST"] = self.bigquery_url
-        if self.has("storage"):
-            env["STORAGE_EMULATOR_HOST"] = self.storage_url
-        if self.has("saxml"):
-            env["ACCELOPS_SAXML_PROXY"] = self.saxml_proxy_url
-        return env
-
-    def function_env(self, target: str) -> dict[str, str]:
-        """A function's environment: the sandbox's, with a kubeconfig for its own identity."""
-        env = self.env()
-        if self.has("cluster"):
-            env["KUBECONFIG"] = str(self.access.kubeconfig(target))
-        return env
-
-    def service_env(self, name: str) -> dict[str, str]:
-        """A service's environment: a function's, plus where ID tokens are checked
-        (the sandbox's issuer) and for which audience (the service's own URL)."""
-        from shared.idtoken import CERTS_URL_ENV
-        from shared.jobs.api import AUDIENCE_ENV
-
-        env = self.function_env(name)
-        if self.has("idtokens"):
-            env[CERTS_URL_ENV] = self.id_token_certs_url
-            env[AUDIENCE_ENV] = self.service_url(name)
-        return env
-
-    @contextlib.contextmanager
-    def client_env(self) -> Iterator[None]:
-        """Point this process's Google and Kubernetes clients at the sandbox for a while."""
-        saved = {k: os.environ.get(k) for k in self.env()}
-        os.environ.update(self.env())
-        try:
-            yield
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self, *, progress: bool = True) -> Sandbox:
@@ -684,84 +505,7 @@ def _quiet(message: str) -> None:
     return None
 
 
-# -- the command -------------------------------------------------------------------------
-
 def state_dir_from(option: str | None) -> Path:
     """The sandbox directory a command means: its --state-dir, else
     ``$ACCELOPS_SANDBOX_DIR``, else ``.sandbox``."""
     return Path(option or os.environ.get("ACCELOPS_SANDBOX_DIR") or DEFAULT_STATE_DIR)
-
-
-def main(args: argparse.Namespace) -> int:
-    state_dir = state_dir_from(args.state_dir)
-    try:
-        if args.action == "up":
-            sandbox = Sandbox(state_dir, speed=args.speed, pubsub=args.pubsub,
-                              start_timeout=args.start_timeout).start()
-            _print_endpoints(sandbox)
-            if args.foreground:
-                print("serving; press Ctrl-C to stop")
-                try:
-                    signal.pause()
-                except KeyboardInterrupt:
-                    pass
-                finally:
-                    sandbox.stop()
-            return 0
-        if args.action == "down":
-            Sandbox.attach(state_dir).stop()
-            print(f"sandbox at {state_dir.resolve()} stopped")
-            return 0
-        sandbox = Sandbox.attach(state_dir)
-        if args.action == "env":
-            for key, value in sandbox.env().items():
-                print(f"export {key}={value}")
-            return 0
-        if args.action == "token":
-            return _print_token(sandbox, args)
-        rows = sandbox.status()
-        for name, pid, up, where in rows:
-            print(f"{name:<12} {'up' if up else 'DOWN':<5} pid {pid:<8} {where}")
-        if sandbox.has("pubsub"):
-            print(f"pubsub: {sandbox.pubsub_description}")
-        return 0 if all(up for _, _, up, _ in rows) else 1
-    except SandboxError as exc:
-        print(f"accelops sandbox: {exc}", file=sys.stderr)
-        return 1
-
-
-def _print_token(sandbox: Sandbox, args: argparse.Namespace) -> int:
-    if not sandbox.has("idtokens"):
-        raise SandboxError("this sandbox has no ID token issuer (it runs with the jobs part)")
-    if not args.identity:
-        raise SandboxError("name the identity: accelops sandbox token --as EMAIL")
-    audience = args.audience or (sandbox.jobs_api_url if sandbox.has("jobs_api") else None)
-    if audience is None:
-        raise SandboxError("no jobs API runs here: name the token's --audience")
-    print(sandbox.id_token(args.identity, audience, lifetime=args.lifetime))
-    return 0
-
-
-def _print_endpoints(sandbox: Sandbox) -> None:
-    if sandbox.has("cluster"):
-        print(f"  Kubernetes API  {sandbox.kube_url}   (kubeconfig {sandbox.kubeconfig})")
-        print(f"  GKE API         {sandbox.gke_url}   (cluster {PROJECT}/{LOCATION}/{CLUSTER}, "
-              f"clock x{sandbox.speed:g})")
-    print(f"  Pub/Sub         {sandbox.pubsub_host}   (project {PROJECT}, "
-          f"{sandbox.pubsub_description})")
-    if sandbox.has("bigquery"):
-        print(f"  BigQuery        {sandbox.bigquery_url}   (project {PROJECT}, data "
-              f"{sandbox.state_dir / 'bigquery'})")
-    if sandbox.has("inference"):
-        print(f"  Triton          {sandbox.triton_url}   (model toy-lm)")
-        print(f"  Saxml proxy     {sandbox.saxml_url}")
-    for spec in sandbox.functions:
-        print(f"  function        {spec.target:<16} {sandbox.function_url(spec.target)}")
-    for service in sandbox.services:
-        print(f"  service         {service.name:<16} {sandbox.service_url(service.name)}")
-    if sandbox.has("idtokens"):
-        print(f"  ID tokens       {sandbox.id_token_certs_url}   (`accelops sandbox token "
-              "--as EMAIL` signs one)")
-    print(f"  logs            {sandbox.state_dir / 'logs'}")
-    print(f"point clients at it with:  eval \"$(accelops sandbox env --state-dir "
-          f"{sandbox.state_dir})\"")

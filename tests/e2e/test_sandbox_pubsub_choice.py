@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from google.cloud import pubsub_v1  # type: ignore[attr-defined,unused-ignore]
 
-from sandbox.supervisor.runner import Sandbox, SandboxError, main
+from sandbox.supervisor.cli import main
+from sandbox.supervisor.runner import Sandbox, SandboxError
 from sandbox.topology import PROJECT
 from shared.cli import build_parser
 from tests.e2e.pubsub_fixtures import emulator_or_skip
