@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from sandbox.cloud_scheduler.cron import CronSchedule
 from sandbox.common.clock import SimClock
 
-__all__ = ["ScheduledJob", "Scheduler"]
+__all__ = ["CloudScheduler", "ScheduledJob"]
 
 # Polled at this real interval at most, so stop() is prompt whatever the speed.
 _POLL_SECONDS = 0.2
@@ -99,7 +99,7 @@ class ScheduledJob:
 Publish = Callable[[ScheduledJob], None]
 
 
-class Scheduler:
+class CloudScheduler:
     """Fires each job at its cron times on ``clock`` until stopped; ``fired``
     counts the firings per job name."""
 
@@ -111,7 +111,7 @@ class Scheduler:
         self._thread: threading.Thread | None = None
         self.fired: dict[str, int] = {job.name: 0 for job in jobs}
 
-    def start(self) -> Scheduler:
+    def start(self) -> CloudScheduler:
         self._thread = threading.Thread(target=self._run, name="sandbox-scheduler", daemon=True)
         self._thread.start()
         return self

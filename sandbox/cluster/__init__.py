@@ -35,7 +35,7 @@ from __future__ import annotations
 from sandbox.cluster.gc import GarbageCollector
 from sandbox.cluster.jobs import JobController
 from sandbox.cluster.jobset import JobSetController
-from sandbox.cluster.kube_scheduler import Scheduler
+from sandbox.cluster.kube_scheduler import KubeScheduler
 from sandbox.cluster.kueue import KueueController
 from sandbox.cluster.logsink import PubSubSink, log_entry
 from sandbox.cluster.nodes import ClusterRef, NodePoolController
@@ -47,11 +47,11 @@ __all__ = [
     "GarbageCollector",
     "JobController",
     "JobSetController",
+    "KubeScheduler",
     "KueueController",
     "NodePoolController",
     "PodRuntime",
     "PubSubSink",
-    "Scheduler",
     "Simulation",
     "log_entry",
 ]

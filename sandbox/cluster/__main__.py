@@ -52,7 +52,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
-from sandbox.cloud_scheduler.service import ScheduledJob, Scheduler
+from sandbox.cloud_scheduler.service import CloudScheduler, ScheduledJob
 from sandbox.cluster.containers import Launcher
 from sandbox.cluster.logsink import PubSubSink
 from sandbox.cluster.managers import DEFAULT_START_SECONDS
@@ -149,7 +149,8 @@ def save_clock(path: Path, clock: SimClock) -> None:
     os.replace(tmp, path)
 
 
-def start_scheduler(clock: SimClock, project: str, jobs: list[ScheduledJob]) -> Scheduler:
+def start_cloud_scheduler(clock: SimClock, project: str,
+                          jobs: list[ScheduledJob]) -> CloudScheduler:
     """Cloud Scheduler jobs publishing to Pub/Sub on the simulated clock."""
     from google.cloud import pubsub_v1  # type: ignore[attr-defined,unused-ignore]
 
@@ -159,7 +160,7 @@ def start_scheduler(clock: SimClock, project: str, jobs: list[ScheduledJob]) -> 
         publisher.publish(publisher.topic_path(project, job.topic), job.data.encode(),
                           **job.attributes).result(timeout=10)
 
-    return Scheduler(clock, jobs, publish).start()
+    return CloudScheduler(clock, jobs, publish).start()
 
 
 def launchers(storage_url: str | None, log_dir: Path) -> dict[str, Launcher]:
@@ -210,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                             pod_time_scale=args.pod_time_scale,
                             controller_start_seconds=args.controller_start_seconds)
     sink: PubSubSink | None = None
-    scheduler: Scheduler | None = None
+    scheduler: CloudScheduler | None = None
     try:
         if args.kubeconfig:
             kube.write_kubeconfig(args.kubeconfig)
@@ -224,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
 
             simulation.on_unschedulable(on_unschedulable)
         if args.schedule:
-            scheduler = start_scheduler(clock, cluster.project, args.schedule)
+            scheduler = start_cloud_scheduler(clock, cluster.project, args.schedule)
         simulation.start()
         print(f"kubernetes {kube.url}", flush=True)
         print(f"gke {gke.url}", flush=True)

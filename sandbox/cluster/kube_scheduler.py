@@ -23,7 +23,7 @@ PodScheduled, ``startTime`` and their IPs, and stay Pending for that kubelet.
 Pods that cannot be bound stay Pending with condition PodScheduled False, reason
 Unschedulable and the scheduler's message (``0/3 nodes are available: 3 node(s)
 didn't match Pod's node affinity/selector. preemption: ...``); the first time,
-a ``FailedScheduling`` Event is recorded and the :meth:`Scheduler.on_unschedulable`
+a ``FailedScheduling`` Event is recorded and the :meth:`KubeScheduler.on_unschedulable`
 hooks are called.
 
 Not simulated: scoring (nodes are tried by name), preemption, pod (anti-)affinity
@@ -67,7 +67,7 @@ from sandbox.cluster.objects import (
 from sandbox.common.clock import SimClock
 from sandbox.kubeapi import ApiError, ObjectStore
 
-__all__ = ["Scheduler", "UnschedulableHook", "taint_tolerated"]
+__all__ = ["KubeScheduler", "UnschedulableHook", "taint_tolerated"]
 
 log = logging.getLogger(__name__)
 
@@ -192,7 +192,7 @@ class _Group:
         return self.pods[0]
 
 
-class Scheduler:
+class KubeScheduler:
     """Binds Pending pods; see the module docstring."""
 
     def __init__(self, store: ObjectStore, clock: SimClock, *,

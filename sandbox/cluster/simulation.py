@@ -47,7 +47,7 @@ from sandbox.cluster.gc import GarbageCollector
 from sandbox.cluster.hpa import HorizontalPodAutoscalerController
 from sandbox.cluster.jobs import JobController
 from sandbox.cluster.jobset import JobSetController
-from sandbox.cluster.kube_scheduler import Scheduler, UnschedulableHook
+from sandbox.cluster.kube_scheduler import KubeScheduler, UnschedulableHook
 from sandbox.cluster.kubelet import ProcessKubelet
 from sandbox.cluster.kueue import KueueController
 from sandbox.cluster.managers import DEFAULT_START_SECONDS, ControllerManagers
@@ -120,7 +120,7 @@ class Simulation:
                                       prober=prober, notify=self._notify,
                                       monotonic=real_clock or time.monotonic,
                                       inline=real_clock is not None)
-        self.scheduler = Scheduler(store, clock, starts_itself=self.kubelet.handles)
+        self.scheduler = KubeScheduler(store, clock, starts_itself=self.kubelet.handles)
         self.runtime = PodRuntime(store, clock, skip=self.kubelet.handles)
         self.services = ServiceController(store, clock, skip=self.managers.owns_service)
         self._pool_events: deque[tuple[str, str, dict[str, Any]]] = deque()

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from sandbox.cloud_scheduler.service import ScheduledJob, Scheduler
+from sandbox.cloud_scheduler.service import CloudScheduler, ScheduledJob
 from sandbox.cluster.__main__ import parse_args
 from sandbox.common.clock import SimClock
 from sandbox.topology import SCHEDULES
@@ -46,11 +46,11 @@ def clock() -> SimClock:
 
 @pytest.fixture
 def run(clock: SimClock) -> Iterator[Callable[..., Recorder]]:
-    schedulers: list[Scheduler] = []
+    schedulers: list[CloudScheduler] = []
 
     def start(*jobs: ScheduledJob, failing: frozenset[str] = frozenset()) -> Recorder:
         recorder = Recorder(clock, failing)
-        schedulers.append(Scheduler(clock, list(jobs), recorder).start())
+        schedulers.append(CloudScheduler(clock, list(jobs), recorder).start())
         return recorder
 
     yield start
@@ -125,7 +125,7 @@ def test_a_failing_publish_stops_neither_the_other_jobs_nor_its_own_next_ticks(
 
 
 def test_stop_returns_promptly_while_the_next_firing_is_a_day_away(clock):
-    scheduler = Scheduler(clock, [ScheduledJob("daily", "0 6 * * *", "America/New_York")],
+    scheduler = CloudScheduler(clock, [ScheduledJob("daily", "0 6 * * *", "America/New_York")],
                           lambda job: None).start()
     time.sleep(0.05)
     started = time.monotonic()
