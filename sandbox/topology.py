@@ -20,6 +20,7 @@ from shared.deployment.model import Function, Retry, Service
 __all__ = [
     "ALL_PARTS",
     "FUNCTIONS",
+    "FUNCTION_PARTS",
     "GPU_POOL",
     "MODELS_BUCKET",
     "PARTS",
@@ -27,6 +28,7 @@ __all__ = [
     "PULL_SUBSCRIPTIONS",
     "SCHEDULES",
     "SERVICES",
+    "SERVICE_PARTS",
     "STORAGE_NOTIFICATIONS",
     "FunctionSpec",
     "RetrySettings",
@@ -58,6 +60,26 @@ class RetrySettings:
                    retry.max_delivery_attempts, retry.ack_deadline_seconds)
 
 
+# The sandbox part that runs each function and service of the deployment definition
+# as a process of its own (None: the sandbox does not run that service). Production
+# has no parts; tests/unit/test_sandbox_topology.py keeps these maps and the
+# definition in step.
+FUNCTION_PARTS: dict[str, str] = {
+    "submit_job": "jobs",
+    "reconcile_slices": "jobs",
+    "pool_schedule": "jobs",
+    "ingest_metrics": "metrics",
+    "deploy_model": "serving",
+    "reconcile_models": "serving",
+    "team_usage": "metrics",
+}
+SERVICE_PARTS: dict[str, str | None] = {
+    "dashboard": None,
+    "jobs_api": "jobs",
+    "loadgen": None,
+}
+
+
 @dataclass(frozen=True, slots=True)
 class FunctionSpec:
     """A function served by functions-framework, push-subscribed to one topic."""
@@ -72,7 +94,7 @@ class FunctionSpec:
     @classmethod
     def of(cls, function: Function) -> FunctionSpec:
         return cls(function.name, function.trigger_topic, function.subscription,
-                   function.dead_letter_topic, function.sandbox_part,
+                   function.dead_letter_topic, FUNCTION_PARTS[function.name],
                    RetrySettings.scaled(function.retry))
 
 
@@ -88,14 +110,15 @@ class ServiceSpec:
     part: str
 
     @classmethod
-    def of(cls, service: Service) -> ServiceSpec:
-        assert service.wsgi_app is not None
-        assert service.sandbox_part is not None
-        return cls(service.name, service.wsgi_app, service.sandbox_part)
+    def of(cls, service: Service, part: str) -> ServiceSpec:
+        if service.wsgi_app is None:
+            raise ValueError(f"{service.name}: the sandbox serves a service by its wsgi_app")
+        return cls(service.name, service.wsgi_app, part)
 
 
 SERVICES: tuple[ServiceSpec, ...] = tuple(
-    ServiceSpec.of(s) for s in system.SERVICES if s.sandbox_part is not None)
+    ServiceSpec.of(s, part) for s in system.SERVICES
+    if (part := SERVICE_PARTS[s.name]) is not None)
 
 # The sandbox in parts, so a command starts only what it needs: Pub/Sub always, then
 # per part its backing processes (and the functions whose ``part`` it is).

@@ -149,7 +149,6 @@ class Function:
     kube_rules: tuple[KubeRule, ...] = ()
     publishes_to: tuple[str, ...] = ()  # topic ids; each has a publisher grant
     cpu: str = "1"
-    sandbox_part: str = "jobs"
     storage_trigger: StorageTrigger | None = None
     # Calls an address inside the cluster's VPC (not only Google APIs), so in
     # production it needs a route there (Terraform's ``vpc_connector``).
@@ -199,15 +198,8 @@ class Service:
     kube_rules: tuple[KubeRule, ...] = ()
     publishes_to: tuple[str, ...] = ()
     ingress: Ingress = "internal"
-    # The sandbox part that runs it as a process of its own (``sandbox/topology.py``);
-    # None: the sandbox does not run it.
-    sandbox_part: str | None = None
     # The WSGI application the sandbox serves (``module:attribute``).
     wsgi_app: str | None = None
-
-    def __post_init__(self) -> None:
-        if self.sandbox_part is not None and self.wsgi_app is None:
-            raise ValueError(f"{self.name}: the sandbox serves a service by its wsgi_app")
 
     @property
     def service_account(self) -> str:

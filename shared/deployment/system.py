@@ -253,7 +253,6 @@ FUNCTIONS: tuple[Function, ...] = (
             *_INSERT_ROWS,
             _READ_CONFIG,
         ),
-        sandbox_part="metrics",
     ),
     Function(
         name="deploy_model",
@@ -300,7 +299,6 @@ FUNCTIONS: tuple[Function, ...] = (
                      "create the Saxml model-server JobSet in the queue of "
                      "serving.saxml_team (shared/serving/saxml_rollout.py)"),
         ),
-        sandbox_part="serving",
     ),
     Function(
         name="reconcile_models",
@@ -350,7 +348,6 @@ FUNCTIONS: tuple[Function, ...] = (
                      "whether a Saxml version's model servers run, their restarts and "
                      "exits (shared/serving/saxml_rollout.py, saxml_servers.py)"),
         ),
-        sandbox_part="serving",
     ),
     Function(
         name="team_usage",
@@ -382,7 +379,6 @@ FUNCTIONS: tuple[Function, ...] = (
         ),
         # It needs BigQuery as well as the cluster: the sandbox's metrics part has one,
         # and its ticks come from the cluster's scheduler.
-        sandbox_part="metrics",
     ),
 )
 
@@ -463,7 +459,6 @@ SERVICES: tuple[Service, ...] = (
                      "reconcile_slices' record: a provisioning job's pool operations and "
                      "failed creates (shared/slices/record.py)", resource_names=(RECORD_NAME,)),
         ),
-        sandbox_part="jobs",
         wsgi_app="services.jobs_api.main:app",
     ),
     Service(

@@ -146,13 +146,13 @@ def test_every_kubernetes_resource_the_serving_code_names_is_granted_to_a_servin
 
 
 def test_the_serving_functions_run_in_the_sandboxs_serving_part():
-    from sandbox.topology import ALL_PARTS, PARTS
+    from sandbox.topology import ALL_PARTS, FUNCTION_PARTS, PARTS
 
-    assert {f.name for f in system.FUNCTIONS if f.sandbox_part == "serving"} == {
+    assert {f.name for f in system.FUNCTIONS if FUNCTION_PARTS[f.name] == "serving"} == {
         "deploy_model", "reconcile_models"}
     assert PARTS["serving"] == ("cluster", "storage", "saxml")
     assert "serving" in ALL_PARTS
-    assert {f.sandbox_part for f in system.FUNCTIONS} <= set(PARTS)
+    assert {FUNCTION_PARTS[f.name] for f in system.FUNCTIONS} <= set(PARTS)
 
 
 def test_servers_identities_are_the_configs_default_accounts_in_the_serving_namespace():
