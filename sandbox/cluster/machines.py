@@ -1,20 +1,17 @@
 """What a node pool's machine type and accelerators mean for its Nodes.
 
-Compute Engine sizes (vCPUs, GiB) of the machine types TPU and GPU pools use, the TPU
-facts of a TPU machine type (the sandbox's own: :mod:`sandbox.gke.tpu_facts`), and the
-GPUs of a node config's ``accelerators`` — the inputs
-:mod:`sandbox.cluster.nodes` builds a Node's labels, taints and resources from.
+Compute Engine sizes (vCPUs, GiB) of the machine types TPU and GPU pools use and the
+GPUs of a node config's ``accelerators`` — with the TPU facts of a machine type (the
+sandbox's own, :mod:`sandbox.gke.tpu_facts`), the inputs :mod:`sandbox.cluster.nodes`
+builds a Node's labels, taints and resources from.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
-from sandbox.gke import tpu_facts
-
-__all__ = ["DEFAULT_SIZE", "MACHINE_SIZES", "TpuMachine", "gpu_accelerators", "tpu_machine"]
+__all__ = ["DEFAULT_SIZE", "MACHINE_SIZES", "gpu_accelerators"]
 
 # vCPUs and GiB of memory (Compute Engine tables).
 MACHINE_SIZES: dict[str, tuple[int, int]] = {
@@ -36,25 +33,6 @@ MACHINE_SIZES: dict[str, tuple[int, int]] = {
     "ct6e-standard-8t": (180, 1440),
 }
 DEFAULT_SIZE = (8, 32)
-
-
-@dataclass(frozen=True, slots=True)
-class TpuMachine:
-    """What a TPU machine type means for its nodes."""
-
-    accelerator: str
-    chips_per_vm: int
-    single_host_topology: str | None
-
-
-def tpu_machine(machine_type: str) -> TpuMachine | None:
-    """The TPU facts of a machine type, or None for a non-TPU machine."""
-    machine = tpu_facts.tpu_machine(machine_type)
-    if machine is None:
-        return None
-    single = machine.single_host
-    return TpuMachine(machine.accelerator, machine.chips_per_vm,
-                      single[0] if len(single) == 1 else None)
 
 
 def gpu_accelerators(config: Mapping[str, Any]) -> tuple[str, int] | None:

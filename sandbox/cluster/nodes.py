@@ -38,9 +38,7 @@ from sandbox.cluster.disruptions import NodeDisruptions
 from sandbox.cluster.machines import (
     DEFAULT_SIZE,
     MACHINE_SIZES,
-    TpuMachine,
     gpu_accelerators,
-    tpu_machine,
 )
 from sandbox.cluster.objects import (
     GPU_RESOURCE,
@@ -67,15 +65,14 @@ from sandbox.cluster.objects import (
     timestamp,
 )
 from sandbox.common.clock import SimClock
+from sandbox.gke.tpu_facts import tpu_machine
 from sandbox.kubeapi import ApiError, ObjectStore
 
 __all__ = [
     "POOL_EVENTS",
     "ClusterRef",
     "NodePoolController",
-    "TpuMachine",
     "gpu_accelerators",
-    "tpu_machine",
 ]
 
 log = logging.getLogger(__name__)

@@ -33,6 +33,12 @@ class TpuMachine:
     single_host: tuple[str, ...]  # those that fit on one VM
     largest_chips: int = 0  # v4 / v5p: the largest slice GKE offers (0: the tables only)
 
+    @property
+    def single_host_topology(self) -> str | None:
+        """The topology a node of this machine type has when its pool names none: the
+        one single-host topology, if there is exactly one."""
+        return self.single_host[0] if len(self.single_host) == 1 else None
+
 
 # (machine type, family, accelerator, chips per VM, topologies, single-host topologies,
 # largest slice in chips). GKE's tables, by machine type.
