@@ -11,6 +11,7 @@ of attempts in seconds instead of minutes.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from sandbox.cloud_scheduler.service import ScheduledJob
 from shared.config import Topics
@@ -157,8 +158,6 @@ SCHEDULES: tuple[ScheduledJob, ...] = tuple(
 def tick_seconds(topic: str) -> float:
     """Seconds between two firings of the scheduler job publishing to ``topic`` (its
     cron fires every N minutes, on the marks)."""
-    from datetime import UTC, datetime
-
     [job] = [j for j in SCHEDULES if j.topic == topic]
     first, second = job.cron.times(datetime(2026, 1, 5, tzinfo=UTC), 2)
     return (second - first).total_seconds()

@@ -33,12 +33,16 @@ from sandbox.demos.loadtest import (
     new_test_id,
     write_html,
 )
+from sandbox.demos.offhours import run_schedule_scenario
+from sandbox.demos.serving import run_serving_scenario
+from sandbox.demos.timeline import build_timelines
 from sandbox.supervisor.runner import Sandbox, SandboxError
 from sandbox.topology import ALL_PARTS, FUNCTIONS, PROJECT, tick_seconds
-from shared.config import Topics
+from shared import bigquery, gke
+from shared.config import Settings, Topics
 from shared.errors import AccelopsError
-from shared.jobspec.labels import ANNOTATION_REQUEST_ID
-from shared.kube import JOBSETS
+from shared.jobspec.labels import ANNOTATION_REQUEST_ID, LABEL_POOL_MANAGED_BY
+from shared.kube import JOBSETS, PODS, get_client
 from shared.metrics.views import BigQueryMetrics
 from shared.slices.observe import finished_at
 
@@ -64,9 +68,6 @@ def _publish(publisher: Any, topic: str, data: bytes) -> str:
 
 
 def _jobsets() -> list[dict[str, Any]]:
-    from shared.config import Settings
-    from shared.kube import get_client
-
     return get_client(Settings.from_env()).list(JOBSETS)
 
 
@@ -235,7 +236,6 @@ def job_event_rows(request_ids: set[str], expected: int,
                    timeout: float = WAIT_SECONDS) -> tuple[str, list[dict[str, Any]]]:
     """The table and the rows of these requests' transitions, once ``expected``
     distinct ones (row keys) arrived through ingest_metrics."""
-    from shared import bigquery
     from shared.metrics.views import names_from_env
 
     names = names_from_env()
@@ -253,11 +253,6 @@ def job_event_rows(request_ids: set[str], expected: int,
 
 def snapshot() -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[Any]]:
     """JobSets, pods and TPU slice node pools of the cluster the environment names."""
-    from shared import gke
-    from shared.config import Settings
-    from shared.jobspec.labels import LABEL_POOL_MANAGED_BY
-    from shared.kube import PODS, get_client
-
     kube = get_client(Settings.from_env())
     # Only the slices reconcile_slices makes: the sandbox's static GPU pool stays.
     pools = [pool for pool in gke.list_node_pools(Settings.from_env())
@@ -269,8 +264,6 @@ def follow_lifecycle(expected: int, *, timeout: float = LIFECYCLE_SECONDS,
                      progress: bool = True) -> list[Any]:
     """Wait until ``expected`` JobSets finished and every pool is gone (printing progress
     as it changes), then return their timelines."""
-    from sandbox.demos.timeline import build_timelines
-
     deadline = time.monotonic() + timeout
     last = ""
     while True:
@@ -349,13 +342,9 @@ def main(args: argparse.Namespace) -> int:
                 if args.scenario in ("jobs", "all"):
                     run_scenario(sandbox, Path(args.report_dir))
                 if args.scenario in ("serving", "all"):
-                    from sandbox.demos.serving import run_serving_scenario
-
                     print("\n--- serving: model versions uploaded to the bucket ---")
                     run_serving_scenario(sandbox, Path(args.report_dir))
                 if args.scenario in ("schedule", "all"):
-                    from sandbox.demos.offhours import run_schedule_scenario
-
                     print("\n--- schedule: node pools removed off-hours, back by morning ---")
                     run_schedule_scenario(sandbox)
         except AccelopsError as exc:

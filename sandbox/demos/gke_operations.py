@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from shared import gke
+from shared.config import Settings
+
 __all__ = ["operations"]
 
 
@@ -12,8 +15,6 @@ def operations() -> list[dict[str, Any]]:
     """Every GKE operation of the cluster, as Container API JSON."""
     from google.cloud import container_v1  # type: ignore[attr-defined,unused-ignore]
 
-    from shared import gke
-    from shared.config import Settings
 
     settings = Settings.from_env()
     response = gke.container_client(settings).list_operations(

@@ -24,9 +24,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sandbox.cluster.objects import loopback_url
+from sandbox.supervisor.runner import session, state_dir_from
+from shared import kube
+from shared.config import load_config
 from shared.errors import AccelopsError, NotFoundError
 from shared.metrics.commands.summary import format_summary
 from shared.metrics.model import MetricsSource, TestSummary
+from shared.serving.operator import load_target
 
 __all__ = [
     "LoadTest",
@@ -217,11 +222,6 @@ def run(test: LoadTest, env: dict[str, str], source: MetricsSource,
 
 def deployment_target(deployment: str, sandbox: Any) -> Any:
     """Where the sandbox serves a deployed model now (shared/serving/operator.py)."""
-    from sandbox.cluster.objects import loopback_url
-    from shared import kube
-    from shared.config import load_config
-    from shared.serving.operator import load_target
-
     kube.reset_client()
     return load_target(kube.get_client(), load_config(str(sandbox.config)), deployment,
                        sandbox.saxml_proxy_url if sandbox.has("saxml") else None,
@@ -229,7 +229,6 @@ def deployment_target(deployment: str, sandbox: Any) -> Any:
 
 
 def main(args: argparse.Namespace) -> int:
-    from sandbox.supervisor.runner import session, state_dir_from
     from shared.metrics.views import BigQueryMetrics
 
     test_id = args.test_id or new_test_id()

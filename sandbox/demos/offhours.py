@@ -37,9 +37,11 @@ from sandbox.demos.offhours_story import SETUP_BEFORE_CLOSE, Day, Story
 from sandbox.demos.offhours_watch import Tick, TickWatch
 from sandbox.supervisor.runner import Sandbox
 from sandbox.topology import PROJECT, tick_seconds
+from shared import bigquery, gke
 from shared.config import AccelopsConfig, load_config
 from shared.config.offhours import Schedule
 from shared.errors import AccelopsError
+from shared.kube import PODS
 from shared.offhours.plan import OUTPUT_ONLY
 
 __all__ = ["ScheduleDemoError", "run_schedule_scenario"]
@@ -93,7 +95,6 @@ def run_schedule_scenario(sandbox: Sandbox) -> dict[str, Any]:
 def print_savings_view(config: AccelopsConfig) -> None:
     """The savings view, when BigQuery has one. Nothing waits for it: the rows reach
     BigQuery through ingest_metrics, and the view is built elsewhere."""
-    from shared import bigquery
     from shared.metrics.schema import Names
 
     names = Names.of(PROJECT, config.metrics)
@@ -153,9 +154,6 @@ class _Scenario:
 
     # -- 1. pools --------------------------------------------------------------------
     def set_up(self) -> tuple[dict[str, dict[str, Any]], dict[str, int], dt.datetime]:
-        from shared import gke
-        from shared.kube import PODS
-
         setup = self.day.close - SETUP_BEFORE_CLOSE
         days: dict[str, list[str]] = {}
         for day, ws in self.schedule.on_hours.items():

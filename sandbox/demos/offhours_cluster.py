@@ -8,8 +8,12 @@ from collections.abc import Callable
 from typing import Any
 
 from sandbox.demos.gke_operations import operations
+from shared import gke, kube
 from shared.config import Settings
 from shared.errors import AccelopsError
+from shared.jobspec.labels import NODEPOOL_LABEL
+from shared.kube import CONFIG_MAPS, NODES, PODS
+from shared.offhours.store import SAVED_SELECTOR
 
 __all__ = ["Cluster", "WaitError", "is_as_before", "is_down"]
 
@@ -25,22 +29,15 @@ class Cluster:
     """The cluster's pools and pods through the real clients (shared.gke, shared.kube)."""
 
     def __init__(self, namespace: str) -> None:
-        from shared import kube
-
         kube.reset_client()
         self.settings = Settings.from_env()
         self.kube = kube.get_client(self.settings)
         self.state_namespace = namespace
 
     def specs(self) -> dict[str, dict[str, Any]]:
-        from shared import gke
-
         return {spec["name"]: spec for spec in gke.list_node_pool_specs(self.settings)}
 
     def nodes(self) -> dict[str, int]:
-        from shared.jobspec.labels import NODEPOOL_LABEL
-        from shared.kube import NODES
-
         counts: dict[str, int] = {}
         for node in self.kube.list(NODES, label_selector=NODEPOOL_LABEL):
             pool = node["metadata"]["labels"][NODEPOOL_LABEL]
@@ -48,15 +45,10 @@ class Cluster:
         return counts
 
     def saved(self) -> list[str]:
-        from shared.kube import CONFIG_MAPS
-        from shared.offhours.store import SAVED_SELECTOR
-
         return sorted(c["metadata"]["name"] for c in self.kube.list(
             CONFIG_MAPS, self.state_namespace, label_selector=SAVED_SELECTOR))
 
     def pod_phase(self, name: str, namespace: str) -> str:
-        from shared.kube import PODS
-
         pod = self.kube.find(PODS, name, namespace)
         return str(((pod or {}).get("status") or {}).get("phase") or "absent")
 
@@ -65,8 +57,6 @@ class Cluster:
 
     def settled(self) -> bool:
         """No GKE operation runs, and the cluster has the nodes GKE says it has."""
-        from shared import gke
-
         if any(op.get("status") != "DONE" for op in self.operations()):
             return False
         s = self.settings

@@ -25,13 +25,18 @@ from typing import Any
 from sandbox.demos.loadtest import (
     LoadTest,
     LocustProcess,
+    deployment_target,
     describe,
     finish,
     new_test_id,
     write_html,
 )
+from sandbox.inference.toy_lm_model import model_files
 from sandbox.supervisor.runner import Sandbox
+from shared import kube, storage
 from shared.errors import AccelopsError
+from shared.serving.ledger import load_ledger
+from shared.serving.upload import build_manifest, upload_version
 
 __all__ = ["VersionTimeline", "run_serving_scenario", "upload_model_version"]
 
@@ -63,9 +68,6 @@ class VersionTimeline:
 def upload_model_version(bucket: str, version: str, *, broken: bool = False) -> float:
     """Upload one version of the toy model as a user would (``accelops models upload``
     does the same); returns when its manifest was written."""
-    from sandbox.inference.toy_lm_model import model_files
-    from shared.serving.upload import build_manifest, upload_version
-
     files = model_files(broken=broken, version_label=version)
     manifest = build_manifest(files, server="triton", model=MODEL, version=version,
                               replicas={"min": 1, "max": 2})
@@ -74,9 +76,6 @@ def upload_model_version(bucket: str, version: str, *, broken: bool = False) -> 
 
 
 def _ledger() -> Any:
-    from shared import kube
-    from shared.serving.ledger import load_ledger
-
     return load_ledger(kube.get_client(), NAMESPACE, MODEL)
 
 
@@ -111,8 +110,6 @@ def _serving(timeline: VersionTimeline) -> VersionTimeline:
 def run_serving_scenario(sandbox: Sandbox, reports: Path = Path("reports")) -> dict[str, Any]:
     """Play the serving scenario on a started sandbox (parts serving and metrics);
     returns what happened (for tests)."""
-    from sandbox.demos.loadtest import deployment_target
-    from shared import kube, storage
     from shared.metrics.views import BigQueryMetrics
 
     kube.reset_client()

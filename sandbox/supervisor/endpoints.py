@@ -5,16 +5,23 @@ function or a service at them.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sandbox.idtokens import TokenIssuer, certs_url
+from sandbox.pubsub.emulator import STANDIN_DESCRIPTION
 from sandbox.supervisor.identities import ClusterAccess, cluster_access
 from sandbox.topology import CLUSTER, FUNCTIONS, LOCATION, MODELS_BUCKET, PROJECT
+from shared.idtoken import CERTS_URL_ENV
+from shared.jobs.api import AUDIENCE_ENV
 
 __all__ = ["Component", "Endpoints"]
 
@@ -70,8 +77,6 @@ class Endpoints:
     @property
     def pubsub_description(self) -> str:
         """What serves Pub/Sub: ``accelops stand-in`` or ``Google Pub/Sub emulator 0.8.20``."""
-        from sandbox.pubsub.emulator import STANDIN_DESCRIPTION
-
         return self.components["pubsub"].about or STANDIN_DESCRIPTION
 
     @property
@@ -116,15 +121,11 @@ class Endpoints:
 
     @property
     def id_token_certs_url(self) -> str:
-        from sandbox.idtokens import certs_url
-
         return certs_url(self.components["idtokens"].port)
 
     def id_token(self, email: str, audience: str | None = None, **claims: Any) -> str:
         """An ID token for ``email``, signed by the sandbox's issuer, for the jobs API
         (or ``audience``); ``claims`` as :meth:`sandbox.idtokens.TokenIssuer.mint`."""
-        from sandbox.idtokens import TokenIssuer
-
         issuer = TokenIssuer.load(self.id_token_dir)
         return issuer.mint(email, audience or self.jobs_api_url, **claims)
 
@@ -132,10 +133,6 @@ class Endpoints:
                   attributes: dict[str, str] | None = None) -> int:
         """Deliver an already delivered message once more to a function, in Pub/Sub's
         push format, as Pub/Sub does when an ack is lost; returns the HTTP status."""
-        import base64
-        import urllib.error
-        import urllib.request
-
         spec = next(spec for spec in FUNCTIONS if spec.target == target)
         envelope = {
             "message": {"data": base64.b64encode(data).decode(), "messageId": message_id,
@@ -182,9 +179,6 @@ class Endpoints:
     def service_env(self, name: str) -> dict[str, str]:
         """A service's environment: a function's, plus where ID tokens are checked
         (the sandbox's issuer) and for which audience (the service's own URL)."""
-        from shared.idtoken import CERTS_URL_ENV
-        from shared.jobs.api import AUDIENCE_ENV
-
         env = self.function_env(name)
         if self.has("idtokens"):
             env[CERTS_URL_ENV] = self.id_token_certs_url

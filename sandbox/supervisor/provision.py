@@ -36,7 +36,9 @@ from typing import Any
 import yaml
 
 from sandbox.common.startup import DEFAULT_START_TIMEOUT, PROGRESS_EVERY, raise_hint
-from sandbox.topology import PROJECT, FunctionSpec
+from sandbox.kubeapi.crdfiles import controller_crd_files
+from sandbox.storage import create_bucket
+from sandbox.topology import CLUSTER, GPU_POOL, LOCATION, PROJECT, FunctionSpec
 from shared.config import load_config
 from shared.deployment import system
 from shared.deployment.cli import repo_root, write_files
@@ -126,8 +128,6 @@ def install_controllers(kubeconfig: Path, directory: Path, *,
     """Apply the stand-in of ``manifests/controllers`` (written to ``directory`` as a
     kustomization: the controllers' CRD files and manifests) by server-side apply;
     returns kubectl's report."""
-    from sandbox.kubeapi.crdfiles import controller_crd_files
-
     directory.mkdir(parents=True, exist_ok=True)
     files = [*controller_crd_files(), *sorted(CONTROLLERS_DIR.glob("*.yaml"))]
     for source in files:
@@ -285,8 +285,6 @@ def provision_serving(storage_url: str, bucket: str, gke_url: str) -> None:
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import container_v1
 
-    from sandbox.storage import create_bucket
-    from sandbox.topology import CLUSTER, GPU_POOL, LOCATION
 
     create_bucket(storage_url, bucket, PROJECT)
     name, machine, gpu, per_node, nodes = GPU_POOL

@@ -37,7 +37,23 @@ from typing import Any
 from sandbox.common.httpserver import free_port, port_open
 from sandbox.common.logtail import log_tail
 from sandbox.common.startup import Observed, StartupError, resolve_start_timeout, wait_for_parts
+from sandbox.pubsub.emulator import (
+    STANDIN_DESCRIPTION,
+    EmulatorNotInstalledError,
+    backend_described,
+    backend_from_env,
+    describe_emulator,
+    emulator_command,
+    find_emulator,
+)
+from sandbox.storage import FakeGcs
 from sandbox.supervisor.endpoints import Component, Endpoints
+from sandbox.supervisor.provision import (
+    KubectlError,
+    provision_kubernetes,
+    provision_pubsub,
+    provision_serving,
+)
 from sandbox.topology import (
     ALL_PARTS,
     CLUSTER,
@@ -54,6 +70,7 @@ from sandbox.topology import (
     FunctionSpec,
     ServiceSpec,
 )
+from shared.config import load_config
 from shared.errors import AccelopsError
 
 __all__ = ["Component", "Sandbox", "SandboxError", "session", "state_dir_from"]
@@ -89,8 +106,6 @@ class Sandbox(Endpoints):
         ``$ACCELOPS_SANDBOX_PUBSUB``, else the stand-in. ``start_timeout``: how long
         each start-up wait may last, in seconds; None means
         ``$ACCELOPS_SANDBOX_START_TIMEOUT``, else ten minutes (:mod:`sandbox.common.startup`)."""
-        from sandbox.pubsub.emulator import backend_from_env
-
         self.state_dir = state_dir.resolve()
         try:
             self.pubsub = backend_from_env(pubsub)
@@ -260,8 +275,6 @@ class Sandbox(Endpoints):
     def _plan_storage(self, port: int, pubsub_port: int, log: str) -> Component:
         """fake-gcs-server, publishing the models bucket's finalize notifications to
         deploy_model's topic as a Cloud Storage notification configuration would."""
-        from sandbox.storage import FakeGcs
-
         topic, prefix, _ = STORAGE_NOTIFICATIONS[0]
         gcs = FakeGcs(port, Path(log), PROJECT, topic, MODELS_BUCKET,
                       pubsub_host=f"127.0.0.1:{pubsub_port}", object_prefix=prefix,
@@ -273,14 +286,6 @@ class Sandbox(Endpoints):
     def _plan_pubsub(self, port: int, log: str) -> Component:
         """The stand-in (topics and subscriptions kept in a state file across restarts)
         or Google's emulator (in memory): either way a gRPC endpoint on ``port``."""
-        from sandbox.pubsub.emulator import (
-            STANDIN_DESCRIPTION,
-            EmulatorNotInstalledError,
-            describe_emulator,
-            emulator_command,
-            find_emulator,
-        )
-
         if self.pubsub == "emulator":
             try:
                 launcher = find_emulator()
@@ -385,8 +390,6 @@ class Sandbox(Endpoints):
     def _provision_kubernetes(self, *, progress: bool) -> None:
         """The controllers, a wait for their webhooks, then the overlay
         (sandbox/supervisor/provision.py); SandboxError when the webhooks never answer."""
-        from sandbox.supervisor.provision import KubectlError, provision_kubernetes
-
         try:
             provision_kubernetes(self.config, self.kubeconfig, self.state_dir / "manifests",
                                  controllers_dir=self.state_dir / "controllers",
@@ -396,20 +399,15 @@ class Sandbox(Endpoints):
             raise SandboxError(str(exc)) from exc
 
     def _provision_pubsub(self, *, before_functions: bool) -> None:
-        from sandbox.supervisor.provision import provision_pubsub
-
         provision_pubsub(PROJECT, self.functions, PULL_SUBSCRIPTIONS,
                          push_endpoints=None if before_functions else {
                              spec.target: self.function_url(spec.target)
                              for spec in self.functions})
 
     def _provision_serving(self) -> None:
-        from sandbox.supervisor.provision import provision_serving
-
         provision_serving(self.storage_url, MODELS_BUCKET, self.gke_url)
 
     def _provision_bigquery(self) -> None:
-        from shared.config import load_config
         from shared.metrics.schema import apply_schema
 
         apply_schema(PROJECT, load_config(str(self.config)).metrics)
@@ -452,8 +450,6 @@ def session(state_dir: Path, parts: Iterable[str], *, progress: bool = True,
 def _pubsub_backend(component: Component) -> str:
     """Which Pub/Sub a started component is (a state file from before the choice
     existed has no ``about``: it ran the stand-in)."""
-    from sandbox.pubsub.emulator import backend_described
-
     return backend_described(component.about)
 
 
