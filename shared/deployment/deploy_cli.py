@@ -76,7 +76,7 @@ def _preflight(site: Site, tools: tuple[str, ...]) -> None:
     missing = [tool for tool in tools if shutil.which(tool) is None]
     if missing:
         raise ConfigError(f"not on PATH: {', '.join(missing)} (deploy runs terraform, "
-                          "gcloud and kubectl; see README 'Deploy to Google Cloud')")
+                          "gcloud and kubectl; see docs/operations/deploy.md)")
     tfvars = repo_root() / site.terraform_dir / "terraform.tfvars"
     if not tfvars.is_file():
         raise ConfigError(f"no {tfvars}: copy terraform.tfvars.example next to it and set "

@@ -1,12 +1,16 @@
-"""The README's table of service accounts and permissions, rendered from the
-definition (``accelops deploy generate`` keeps it current; a test checks it). Pure."""
+"""The documentation's table of service accounts and permissions (the page at
+:data:`PAGE`), rendered from the definition (``accelops deploy generate`` keeps it
+current; a test checks it). Pure."""
 
 from __future__ import annotations
 
 from shared.deployment import system
 from shared.deployment.model import Function, Grant, Service, WorkloadIdentity
 
-__all__ = ["BEGIN", "END", "permissions_table", "replace_block"]
+__all__ = ["BEGIN", "END", "PAGE", "permissions_table", "replace_block"]
+
+# The page that holds the table, under the repository root.
+PAGE = "docs/operations/permissions.md"
 
 BEGIN = "<!-- generated: permissions (accelops deploy generate) -->"
 END = "<!-- /generated: permissions -->"

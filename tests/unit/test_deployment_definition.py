@@ -91,10 +91,11 @@ def test_the_priority_classes_in_the_base_are_exactly_those_a_request_may_name()
     assert base_files()["kueue-priorities.yaml"].count("kind: WorkloadPriorityClass") == len(names)
 
 
-def test_the_readme_permissions_table_is_the_one_the_definition_renders():
-    from shared.deployment.readme import replace_block
+def test_the_docs_permissions_table_is_the_one_the_definition_renders():
+    from shared.deployment.readme import BEGIN, PAGE, replace_block
 
-    text = (REPO / "README.md").read_text()
+    text = (REPO / PAGE).read_text()
+    assert BEGIN in text
     assert replace_block(text) == text
     assert "`accelops-ingest-metrics` | `roles/bigquery.dataEditor` on table `requests`" in text
     assert "`roles/bigquery.dataEditor` on the metrics dataset" not in text
