@@ -29,7 +29,7 @@ unexport PYTHONDONTWRITEBYTECODE
 STAMP := $(VENV)/.installed-dev
 SANDBOX_STAMP := $(VENV)/.installed-sandbox
 
-.PHONY: venv demo test checks collect test-emulator lint lock lock-check deploy-check unit fuzz bench browser chromium sandbox-up sandbox-down clean checkov
+.PHONY: venv demo test checks collect test-emulator lint lock lock-check deploy-check unit fuzz bench browser chromium sandbox-up sandbox-down clean checkov docs
 
 $(UV): requirements/uv.txt
 	@test -x $(UV_VENV)/bin/python || $(PYTHON) -m venv $(UV_VENV)
@@ -80,13 +80,23 @@ deploy-check: $(STAMP) checkov
 # whole-suite run over the budget in pyproject.toml fails. PYTEST_WORKERS=0 runs serially.
 PYTEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 test:
-	$(MAKE) --no-print-directory -j2 --output-sync=target checks
+	$(MAKE) --no-print-directory -j2 --output-sync=target checks DOCS_GEN=--check
 	$(PY) -m pytest -n $(PYTEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 \
 	  --suite-report=bench-results/suite.json $(PYTEST_ARGS)
 
 # What the suite needs first, two at a time (mypy alone keeps one core busy for half a
-# minute on a clean clone): lint, the deployment checks, Chromium, and the collection.
-checks: lint deploy-check chromium collect
+# minute on a clean clone): lint, the deployment checks, the docs, Chromium, and the
+# collection.
+checks: lint deploy-check docs chromium collect
+
+# The documentation site: the reference pages regenerated from the code (python -m
+# docs.gen), then built with --strict (a broken link or anchor fails) into site/,
+# git-ignored. Under `make test` (DOCS_GEN=--check) a stale committed page fails instead
+# of being rewritten, as tests/unit/test_docs_pages.py does.
+DOCS_GEN ?=
+docs: $(STAMP)
+	$(PY) -m docs.gen $(DOCS_GEN)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 # Every test module imports and the suite collects, in seconds rather than at the end
 # of a run. It also leaves the test modules' compiled (assertion-rewritten) bytecode, so
@@ -192,4 +202,4 @@ lock-check: $(UV)
 	sha256sum --check --quiet locks.sha256
 
 clean:
-	rm -rf $(VENV) $(UV_VENV) $(CHECKOV_VENV) .sandbox bench-results .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(UV_VENV) $(CHECKOV_VENV) .sandbox bench-results .mypy_cache .ruff_cache site
