@@ -1,9 +1,11 @@
 """The documentation's generated reference pages are the ones the code renders now
 (configuration, command line, job request schema, jobs API, error classes, import
-contracts), and the site's navigation lists every page under docs/."""
+contracts), the site's navigation lists every page under docs/, and the README and
+CONTRIBUTING.md link to pages that exist."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import yaml
@@ -45,3 +47,12 @@ def test_the_site_navigation_names_every_page():
     listed = set(paths(config["nav"]))
     pages = {str(p.relative_to(REPO / "docs")) for p in (REPO / "docs").rglob("*.md")}
     assert listed == pages
+
+
+def test_the_readme_and_contributing_links_reach_files_in_the_repository():
+    for name in ("README.md", "CONTRIBUTING.md"):
+        text = (REPO / name).read_text("utf-8")
+        targets = {t for t in re.findall(r"\]\(([^)#]+)", text) if "://" not in t}
+        missing = sorted(t for t in targets if not (REPO / t).exists())
+        assert targets, name
+        assert not missing, f"{name} links to missing files: {missing}"
