@@ -1,7 +1,7 @@
 """Configuration: the environment (where to act) and the YAML file (team policy).
 
-The environment variables are a public contract (see the README): they say which
-cluster to act on and which local endpoints stand in for Google services. The YAML
+The environment variables are a public contract (docs/operations/configuration.md):
+they say which cluster to act on and which local endpoints stand in for Google services. The YAML
 file, named by ``ACCELOPS_CONFIG`` as a local path or a ``gs://`` URI, carries team
 policy. Both are parsed at the boundary into typed models whose errors name the bad
 key, and the file is cached per process (re-read when it changes, or after a minute

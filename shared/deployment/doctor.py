@@ -172,7 +172,8 @@ def _kubernetes(expect: Expectations) -> list[Finding]:
         if wanted in queues and preemption.get("withinClusterQueue") != \
                 PREEMPTION["withinClusterQueue"]:
             # Without it (Kueue's default is Never) a high-priority job waits behind
-            # lower-priority ones instead of preempting them, as the README says it does.
+            # lower-priority ones instead of preempting them, as the submit-jobs guide
+            # says it does.
             found.append(Finding(
                 "kubernetes", False,
                 f"ClusterQueue {wanted} preempts within the queue "

@@ -65,7 +65,7 @@ SERVING_NAMESPACE = _SERVING.namespace
 _PRODUCTION_RETRY = dict(minimum_backoff_seconds=10, maximum_backoff_seconds=600,
                          max_delivery_attempts=10)
 
-# Settings every function reads (see the README's configuration table).
+# Settings every function reads (docs/operations/configuration.md).
 _CONFIG_ENV = ("ACCELOPS_CONFIG", "ACCELOPS_PROJECT")
 _CLUSTER_ENV = (*_CONFIG_ENV, "ACCELOPS_LOCATION", "ACCELOPS_CLUSTER")
 

@@ -1,4 +1,4 @@
-"""Inputs for the fuzz suite: valid ones built from the documented rules (README), and
+"""Inputs for the fuzz suite: valid ones built from the documented rules (docs/guides), and
 hostile ones that break a known rule at a known place.
 
 The oracle is the construction, never the implementation: a valid request is valid
