@@ -1,6 +1,6 @@
 """An in-memory ``MetricsSource`` over synthetic tests, for the report and dashboard tests.
 
-It keeps the contract of the BigQuery source (:class:`shared.metrics.model.MetricsSource`):
+It keeps the contract of the BigQuery source (:class:`shared.metrics.loadtest.model.MetricsSource`):
 the plural methods answer for the ids they know and leave the others out,
 ``summary`` raises ``NotFoundError`` for an unknown id, every method raises a
 ``TransientError`` while "unreachable"; series come oldest first with the first and
@@ -17,7 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from shared.errors import NotFoundError, UnavailableError
-from shared.metrics.model import (
+from shared.metrics.loadtest.model import (
     BaselineChoice,
     Baselines,
     Failure,

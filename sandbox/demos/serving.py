@@ -110,7 +110,7 @@ def _serving(timeline: VersionTimeline) -> VersionTimeline:
 def run_serving_scenario(sandbox: Sandbox, reports: Path = Path("reports")) -> dict[str, Any]:
     """Play the serving scenario on a started sandbox (parts serving and metrics);
     returns what happened (for tests)."""
-    from shared.metrics.views import BigQueryMetrics
+    from shared.metrics.loadtest.views import BigQueryMetrics
 
     kube.reset_client()
     storage.reset_client()

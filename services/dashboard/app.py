@@ -3,7 +3,7 @@ what off-hours node-pool removal saved (``/savings``) and how jobs fared (``/job
 queue wait, provisioning, run time, chip-hours used and idle), both linked from the
 test list.
 
-It renders with :mod:`shared.metrics.report`, so a page here and an ``accelops
+It renders with :mod:`shared.metrics.loadtest.report`, so a page here and an ``accelops
 report`` directory are the same HTML; only the chart ``src`` differs (chart routes
 instead of PNG files).
 
@@ -36,9 +36,8 @@ from services.dashboard.savings import add_savings_routes
 from services.dashboard.window import BadWindow
 from shared.errors import ConfigError, NotFoundError, TransientError
 from shared.log import get_logger
-from shared.metrics.jobs import JobsSource
-from shared.metrics.model import Baselines, MetricsSource
-from shared.metrics.report import (
+from shared.metrics.loadtest.model import Baselines, MetricsSource
+from shared.metrics.loadtest.report import (
     CHART_NAMES,
     Report,
     build_report,
@@ -47,7 +46,8 @@ from shared.metrics.report import (
     render_html,
     render_index_html,
 )
-from shared.metrics.savings import SavingsSource
+from shared.metrics.savings.views import SavingsSource
+from shared.metrics.usage.views import JobsSource
 
 __all__ = ["RECENT_TESTS", "TEST_ID", "create_app"]
 
@@ -95,19 +95,19 @@ class _LazySource(Generic[_Source]):
 
 
 def _bigquery_source() -> MetricsSource:
-    from shared.metrics.views import BigQueryMetrics
+    from shared.metrics.loadtest.views import BigQueryMetrics
 
     return BigQueryMetrics.from_env()
 
 
 def _bigquery_savings() -> SavingsSource:
-    from shared.metrics.savings import BigQuerySavings
+    from shared.metrics.savings.views import BigQuerySavings
 
     return BigQuerySavings.from_env()
 
 
 def _bigquery_jobs() -> JobsSource:
-    from shared.metrics.jobs import BigQueryJobs
+    from shared.metrics.usage.views import BigQueryJobs
 
     return BigQueryJobs.from_env()
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
-from shared.metrics.model import TestSummary
+from shared.metrics.loadtest.model import TestSummary
 
 __all__ = ["FINISHED_SECONDS", "LIVE_SECONDS", "MAX_ENTRIES", "SETTLED_AFTER", "TtlCache",
            "settled"]

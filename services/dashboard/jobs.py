@@ -1,7 +1,7 @@
 """The dashboard's jobs page: queue wait, provisioning, run time and chip-hours per day.
 
 ``/jobs?since=7d&team=research`` shows the chart and the tables of
-:mod:`shared.metrics.jobs_report` (``team`` optional: every team's by default);
+:mod:`shared.metrics.usage.report` (``team`` optional: every team's by default);
 ``/jobs/chart.png`` with the same arguments is its chart. A page costs two queries
 (``job_usage_daily`` and the slowest waits of ``job_lifecycle``) and its chart none:
 both are kept together for as long as a live load-test page is, since a running job's
@@ -21,8 +21,8 @@ from flask import Flask, Response, request, url_for
 
 from services.dashboard.cache import LIVE_SECONDS, TtlCache
 from services.dashboard.window import BadWindow, since_arg, since_links
-from shared.metrics.jobs import JobsSource, JobUsage, QueueWait
-from shared.metrics.jobs_report import jobs_page
+from shared.metrics.usage.report import jobs_page
+from shared.metrics.usage.views import JobsSource, JobUsage, QueueWait
 from shared.metrics.window import first_day, parse_since
 
 __all__ = ["add_jobs_routes"]
@@ -91,7 +91,7 @@ def add_jobs_routes(app: Flask, source: Callable[[], JobsSource],
 
     @app.get("/jobs/chart.png")
     def jobs_chart() -> Response:
-        from shared.metrics.jobs_chart import jobs_chart_png
+        from shared.metrics.usage.chart import jobs_chart_png
 
         since, team = since_arg(), _team_arg()
         rows = kept_of(since, team).rows

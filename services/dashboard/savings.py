@@ -1,6 +1,6 @@
 """The dashboard's savings page: accelerator-hours saved by off-hours node-pool removal.
 
-``/savings?since=7d`` shows the chart and the tables of :mod:`shared.metrics.savings_report`;
+``/savings?since=7d`` shows the chart and the tables of :mod:`shared.metrics.savings.report`;
 ``/savings/chart.png?since=7d`` is its chart. A page and its chart read the view once
 between them: the rows are kept for as long as a live load-test page is (the figures
 of a pool still removed grow by the minute). A window that is not a duration like
@@ -17,8 +17,8 @@ from flask import Flask, Response, url_for
 
 from services.dashboard.cache import LIVE_SECONDS, TtlCache
 from services.dashboard.window import since_arg, since_links
-from shared.metrics.savings import PoolSavings, SavingsSource
-from shared.metrics.savings_report import savings_page
+from shared.metrics.savings.report import savings_page
+from shared.metrics.savings.views import PoolSavings, SavingsSource
 from shared.metrics.window import first_day, parse_since
 
 __all__ = ["add_savings_routes"]
@@ -48,7 +48,7 @@ def add_savings_routes(app: Flask, source: Callable[[], SavingsSource],
 
     @app.get("/savings/chart.png")
     def savings_chart() -> Response:
-        from shared.metrics.savings_chart import savings_chart_png
+        from shared.metrics.savings.chart import savings_chart_png
 
         since = since_arg()
         rows = rows_of(since)

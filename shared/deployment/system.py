@@ -404,7 +404,7 @@ SERVICES: tuple[Service, ...] = (
                       "google-cloud-storage", "tzdata"),
         grants=(
             Grant("roles/bigquery.dataViewer", "dataset",
-                  "read the views (shared/metrics/views.py)"),
+                  "read the views (shared/metrics/loadtest/views.py)"),
             Grant("roles/bigquery.jobUser", "project",
                   "run the queries: BigQuery has no narrower scope for jobs"),
             _READ_CONFIG,

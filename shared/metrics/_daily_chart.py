@@ -1,11 +1,11 @@
 """Stacked bars per UTC day, one colour per team: what the savings and jobs charts share.
 
-Same size, resolution and drawing rules as the load-test charts (:mod:`shared.metrics.charts`):
-matplotlib is imported only when a chart is drawn, on a figure of its own (no pyplot
-state shared between the dashboard's threads). Every day of the window has a bar
-position, so a day with nothing to show is a gap rather than missing. Teams are
-ranked by their total (largest at the bottom); past the palette, the smallest are
-drawn together as "others".
+Same size, resolution and drawing rules as the load-test charts
+(:mod:`shared.metrics.loadtest.charts`): matplotlib is imported only when a chart is
+drawn, on a figure of its own (no pyplot state shared between the dashboard's
+threads). Every day of the window has a bar position, so a day with nothing to show
+is a gap rather than missing. Teams are ranked by their total (largest at the
+bottom); past the palette, the smallest are drawn together as "others".
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from shared.metrics.charts import DPI, HEIGHT_IN, WIDTH_IN
+from shared.metrics.loadtest.charts import DPI, HEIGHT_IN, WIDTH_IN
 
 __all__ = ["NO_TEAM", "OTHERS", "PALETTE", "Layer", "days_of", "draw", "ranked"]
 

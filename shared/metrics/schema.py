@@ -20,10 +20,10 @@ pool actions (what ``pool_schedule`` did to a node pool:
   server, with changes (error rate in percentage points);
 * ``pool_actions_unique`` and ``pool_savings_daily`` — node-pool actions once per
   action id, and the accelerator-hours their removals saved per UTC day and pool
-  (:mod:`shared.metrics.savings_sql`);
+  (:mod:`shared.metrics.savings.sql`);
 * ``job_events_unique``, ``job_lifecycle`` and ``job_usage_daily`` — job lifecycle
   events once per event id, each job's durations and chip-hours, and their sums per
-  UTC day, team and TPU type (:mod:`shared.metrics.jobs_sql`).
+  UTC day, team and TPU type (:mod:`shared.metrics.usage.sql`).
 
 Percentiles are exact (PERCENTILE_CONT), not APPROX_QUANTILES: the sandbox's BigQuery
 emulator indexes ``APPROX_QUANTILES(...)[OFFSET(k)]`` one too far, and real BigQuery's
@@ -41,14 +41,14 @@ from dataclasses import dataclass
 from shared.bigquery import Field
 from shared.config import MetricsConfig
 from shared.errors import ConfigError
-from shared.metrics.jobs_sql import (
+from shared.metrics.savings.sql import POOL_ACTIONS_UNIQUE, POOL_SAVINGS_DAILY, pool_savings_daily
+from shared.metrics.usage.sql import (
     JOB_EVENTS_UNIQUE,
     JOB_LIFECYCLE,
     JOB_USAGE_DAILY,
     job_lifecycle,
     job_usage_daily,
 )
-from shared.metrics.savings_sql import POOL_ACTIONS_UNIQUE, POOL_SAVINGS_DAILY, pool_savings_daily
 
 __all__ = ["JOB_EVENT_FIELDS", "POOL_ACTION_FIELDS", "REJECTION_FIELDS", "REQUEST_FIELDS",
            "RUN_FIELDS", "TABLES", "VIEWS", "Names", "TableSpec", "View", "apply_schema"]

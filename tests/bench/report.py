@@ -3,7 +3,7 @@
 ``python -m tests.bench.report`` prints every figure and writes them to
 ``bench-results/report.json``.
 
-* import: ``shared.metrics.report`` in a fresh interpreter (median of several), next
+* import: ``shared.metrics.loadtest.report`` in a fresh interpreter (median of several), next
   to a bare interpreter and to ``matplotlib.pyplot`` (what an eager import would add);
   it also checks that matplotlib stays unimported;
 * render: one report compared with a baseline (two 600-point per-second series): the
@@ -49,14 +49,14 @@ def _import_ms(code: str) -> float:
 
 
 def _report_imports_matplotlib() -> bool:
-    code = "import sys, shared.metrics.report; print('matplotlib' in sys.modules)"
+    code = "import sys, shared.metrics.loadtest.report; print('matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO,
                          capture_output=True, text=True)
     return out.stdout.strip() == "True"
 
 
 def _render_once() -> dict[str, float]:
-    from shared.metrics.report import CHART_NAMES, build_report, chart_png, render_html
+    from shared.metrics.loadtest.report import CHART_NAMES, build_report, chart_png, render_html
 
     timings: dict[str, float] = {}
     start = time.perf_counter()
@@ -97,10 +97,10 @@ def _pyplot_once() -> float:
 def main() -> None:
     figures: dict[str, object] = {}
     bare = _import_ms("pass")
-    report = _import_ms("import shared.metrics.report")
+    report = _import_ms("import shared.metrics.loadtest.report")
     pyplot = _import_ms("import matplotlib; matplotlib.use('Agg'); import matplotlib.pyplot")
     figures["import_ms"] = {"bare_interpreter": round(bare, 1),
-                            "shared.metrics.report": round(report, 1),
+                            "shared.metrics.loadtest.report": round(report, 1),
                             "shared.metrics.report_over_bare": round(report - bare, 1),
                             "matplotlib.pyplot_over_bare": round(pyplot - bare, 1)}
     figures["report_imports_matplotlib"] = _report_imports_matplotlib()

@@ -24,7 +24,7 @@ from sandbox.supervisor.runner import Sandbox
 from sandbox.topology import PROJECT
 from shared.config import MetricsConfig
 from shared.metrics.job_event import PER_SLICE
-from shared.metrics.jobs_sql import JOB_EVENTS_UNIQUE
+from shared.metrics.usage.sql import JOB_EVENTS_UNIQUE
 from tests.e2e.conftest import wait_for
 
 pytestmark = pytest.mark.e2e

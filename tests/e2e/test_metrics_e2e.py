@@ -18,7 +18,7 @@ from sandbox.demos.loadtest import LoadTest, new_test_id, run, wait_for_rows, wr
 from sandbox.supervisor.runner import Sandbox
 from sandbox.topology import PROJECT
 from shared import bigquery
-from shared.metrics.views import BigQueryMetrics
+from shared.metrics.loadtest.views import BigQueryMetrics
 from tests.e2e.conftest import wait_for
 from tests.e2e.locust_options import UNTIL, until
 from tests.e2e.pubsub_fixtures import MESSAGE_IDS_RESTART, skip_on_emulator

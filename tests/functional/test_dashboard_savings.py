@@ -13,7 +13,7 @@ from PIL import Image
 from services.dashboard import cache
 from services.dashboard.app import create_app
 from shared.errors import UnavailableError
-from shared.metrics.savings import PoolSavings
+from shared.metrics.savings.views import PoolSavings
 from shared.metrics.window import first_day
 from tests.fake_metrics import FakeSource, make_summary
 

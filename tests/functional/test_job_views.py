@@ -30,15 +30,15 @@ from shared import bigquery
 from shared.cli import main
 from shared.config import MetricsConfig
 from shared.metrics.job_event import JOB_EVENT_KIND, PER_SLICE, JobEventRecord, job_event_id
-from shared.metrics.jobs import BigQueryJobs, totals
-from shared.metrics.jobs_sql import (
+from shared.metrics.run import KIND_ATTRIBUTE
+from shared.metrics.schema import VIEWS, Names, apply_schema
+from shared.metrics.usage.sql import (
     JOB_EVENTS_UNIQUE,
     JOB_LIFECYCLE,
     JOB_USAGE_DAILY,
     USAGE_COLUMNS,
 )
-from shared.metrics.run import KIND_ATTRIBUTE
-from shared.metrics.schema import VIEWS, Names, apply_schema
+from shared.metrics.usage.views import BigQueryJobs, totals
 from tests.bigquery_fixtures import PROJECT, count, fresh_dataset
 from tests.functional.test_ingest_metrics import envelope
 

@@ -21,10 +21,10 @@ from typing import Any
 import pytest
 
 from shared import bigquery
-from shared.metrics.report import build_report
+from shared.metrics.loadtest.report import build_report
+from shared.metrics.loadtest.views import BigQueryMetrics
 from shared.metrics.run import KIND_ATTRIBUTE, RUN_KIND
 from shared.metrics.schema import VIEWS, Names
-from shared.metrics.views import BigQueryMetrics
 from tests.bigquery_fixtures import PROJECT
 from tests.functional.test_ingest_metrics import envelope, stored_records
 

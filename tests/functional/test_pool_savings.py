@@ -27,8 +27,8 @@ from shared.cli import main
 from shared.config import MetricsConfig
 from shared.metrics.pool_action import POOL_ACTION_KIND, pool_action_id
 from shared.metrics.run import KIND_ATTRIBUTE
-from shared.metrics.savings import BigQuerySavings, totals
-from shared.metrics.savings_sql import POOL_SAVINGS_DAILY
+from shared.metrics.savings.sql import POOL_SAVINGS_DAILY
+from shared.metrics.savings.views import BigQuerySavings, totals
 from shared.metrics.schema import VIEWS, Names, apply_schema
 from tests.bigquery_fixtures import PROJECT, count, fresh_dataset
 from tests.functional.test_ingest_metrics import envelope

@@ -18,9 +18,9 @@ from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 from PIL import Image
 
-from shared.metrics import charts
-from shared.metrics.charts import CHART_NAMES, LABEL_MAX, Run, run_labels
-from shared.metrics.model import SeriesPoint
+from shared.metrics.loadtest import charts
+from shared.metrics.loadtest.charts import CHART_NAMES, LABEL_MAX, Run, run_labels
+from shared.metrics.loadtest.model import SeriesPoint
 from tests.fake_metrics import make_series
 
 LONG_ID = "lt:20261121.100000_" + "0123456789abcdefghijklmnopqrstuvwxyz" * 3

@@ -11,10 +11,10 @@ import pytest
 from PIL import Image
 
 from shared.metrics._daily_chart import OTHERS, PALETTE, ranked
-from shared.metrics.charts import HEIGHT_PX, WIDTH_PX
-from shared.metrics.jobs import JobUsage, QueueWait, totals
-from shared.metrics.jobs_chart import jobs_chart_png
-from shared.metrics.jobs_report import jobs_page, jobs_text
+from shared.metrics.loadtest.charts import HEIGHT_PX, WIDTH_PX
+from shared.metrics.usage.chart import jobs_chart_png
+from shared.metrics.usage.report import jobs_page, jobs_text
+from shared.metrics.usage.views import JobUsage, QueueWait, totals
 
 DAY = date(2026, 11, 20)
 AT = datetime(2026, 11, 20, 9, 0, tzinfo=UTC)

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from shared.errors import NotFoundError
-from shared.metrics.charts import CHART_NAMES
-from shared.metrics.model import BaselineChoice, Baselines, Failure, RequestStats
-from shared.metrics.report import (
+from shared.metrics.loadtest.charts import CHART_NAMES
+from shared.metrics.loadtest.model import BaselineChoice, Baselines, Failure, RequestStats
+from shared.metrics.loadtest.report import (
     NO_BASELINE,
     build_report,
     chart_png,
@@ -573,7 +573,7 @@ def test_report_module_does_not_import_matplotlib():
     import subprocess
     import sys
 
-    code = ("import sys, shared.metrics.report, services.dashboard.app; "
+    code = ("import sys, shared.metrics.loadtest.report, services.dashboard.app; "
             "print('matplotlib' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(__file__).resolve().parents[2])

@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 
 from shared.metrics._html import error_page
-from shared.metrics.report import render_error_html, render_index_html
+from shared.metrics.loadtest.report import render_error_html, render_index_html
 from tests.fake_metrics import START, FakeSource, make_summary
 
 SCRIPT = "<script>alert(1)</script>"

@@ -7,10 +7,10 @@ from datetime import date, timedelta
 
 from PIL import Image
 
-from shared.metrics.charts import HEIGHT_PX, WIDTH_PX
-from shared.metrics.savings import PoolSavings, totals
-from shared.metrics.savings_chart import savings_chart_png
-from shared.metrics.savings_report import savings_page, savings_text
+from shared.metrics.loadtest.charts import HEIGHT_PX, WIDTH_PX
+from shared.metrics.savings.chart import savings_chart_png
+from shared.metrics.savings.report import savings_page, savings_text
+from shared.metrics.savings.views import PoolSavings, totals
 
 DAY = date(2026, 11, 20)
 

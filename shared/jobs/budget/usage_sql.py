@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from shared.jobs.budget.model import TeamUsage, UsageSnapshot, day_start, week_start
-from shared.metrics.jobs_sql import JOB_USAGE_DAILY
+from shared.metrics.usage.sql import JOB_USAGE_DAILY
 
 if TYPE_CHECKING:
     from shared.metrics.schema import Names

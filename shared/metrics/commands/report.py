@@ -10,8 +10,8 @@ from pathlib import Path
 from shared.errors import PermanentError
 from shared.metrics.commands.source import metrics_env
 from shared.metrics.commands.summary import format_summary
-from shared.metrics.report import build_report, report_dir_name, save_report
-from shared.metrics.views import BigQueryMetrics
+from shared.metrics.loadtest.report import build_report, report_dir_name, save_report
+from shared.metrics.loadtest.views import BigQueryMetrics
 
 __all__ = ["main"]
 

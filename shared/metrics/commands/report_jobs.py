@@ -6,8 +6,8 @@ import argparse
 import contextlib
 
 from shared.metrics.commands.source import daily_window, metrics_env
-from shared.metrics.jobs import BigQueryJobs
-from shared.metrics.jobs_report import jobs_text
+from shared.metrics.usage.report import jobs_text
+from shared.metrics.usage.views import BigQueryJobs
 from shared.metrics.window import first_day
 
 __all__ = ["main"]

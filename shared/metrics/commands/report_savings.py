@@ -7,8 +7,8 @@ import contextlib
 
 from shared.errors import PermanentError
 from shared.metrics.commands.source import daily_window, metrics_env
-from shared.metrics.savings import BigQuerySavings
-from shared.metrics.savings_report import savings_text
+from shared.metrics.savings.report import savings_text
+from shared.metrics.savings.views import BigQuerySavings
 from shared.metrics.window import first_day
 
 __all__ = ["main"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from shared.metrics.model import TestSummary
+from shared.metrics.loadtest.model import TestSummary
 
 __all__ = ["format_summary"]
 

@@ -13,7 +13,7 @@ from dataclasses import fields
 from typing import Any, Literal, TypeVar
 
 from shared.errors import NotFoundError
-from shared.metrics.model import (
+from shared.metrics.loadtest.model import (
     BaselineChoice,
     Baselines,
     Failure,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any, Protocol
 
-from shared.metrics.savings_sql import POOL_SAVINGS_DAILY
+from shared.metrics.savings.sql import POOL_SAVINGS_DAILY
 from shared.metrics.schema import Names
 from shared.metrics.window import first_day
 
@@ -89,7 +89,7 @@ class BigQuerySavings:
 
         Raises ConfigError when ``ACCELOPS_PROJECT`` is unset.
         """
-        from shared.metrics.views import names_from_env
+        from shared.metrics.loadtest.views import names_from_env
 
         return cls(names_from_env())
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import date
 
 from shared.metrics._daily_chart import NO_TEAM, Layer, days_of, draw, ranked
-from shared.metrics.savings import PoolSavings
+from shared.metrics.savings.views import PoolSavings
 
 __all__ = ["savings_chart_png"]
 

@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from shared.metrics._html import DASH, _e, count, decimal, instant, percent, scroll, seconds
-from shared.metrics.model import Failure, RequestStats, TestSummary
+from shared.metrics.loadtest.model import Failure, RequestStats, TestSummary
 
 if TYPE_CHECKING:
-    from shared.metrics.report import TestData
+    from shared.metrics.loadtest.report import TestData
 
 __all__ = ["Direction", "Kind", "Verdict", "change", "failures_table", "requests_table",
            "results_table", "run_table"]

@@ -36,7 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from shared.metrics.model import SeriesPoint
+from shared.metrics.loadtest.model import SeriesPoint
 
 if TYPE_CHECKING:
     from matplotlib.artist import Artist

@@ -23,12 +23,11 @@ from pathlib import Path
 from typing import Literal
 
 from shared.errors import NotFoundError
-from shared.metrics import charts
 from shared.metrics._html import error_page
-from shared.metrics._index_page import index_page
-from shared.metrics._report_page import NO_BASELINE, report_page
-from shared.metrics.charts import CHART_NAMES, Run, run_labels
-from shared.metrics.model import (
+from shared.metrics.loadtest import charts
+from shared.metrics.loadtest.charts import CHART_NAMES, Run, run_labels
+from shared.metrics.loadtest.index_page import index_page
+from shared.metrics.loadtest.model import (
     Baselines,
     Failure,
     MetricsSource,
@@ -37,6 +36,7 @@ from shared.metrics.model import (
     TestComparison,
     TestSummary,
 )
+from shared.metrics.loadtest.report_page import NO_BASELINE, report_page
 
 __all__ = [
     "CHART_NAMES",

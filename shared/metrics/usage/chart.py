@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import date
 
 from shared.metrics._daily_chart import NO_TEAM, Layer, days_of, draw, ranked
-from shared.metrics.jobs import JobUsage
+from shared.metrics.usage.views import JobUsage
 
 __all__ = ["jobs_chart_png"]
 

@@ -13,7 +13,7 @@ from datetime import date
 
 from shared.metrics._html import DASH, _e, back_link, decimal, page
 from shared.metrics._tables import aligned, html_table, window_links
-from shared.metrics.savings import PoolSavings, SavingsTotal, totals
+from shared.metrics.savings.views import PoolSavings, SavingsTotal, totals
 from shared.metrics.window import window_text
 
 __all__ = ["TITLE", "savings_page", "savings_text"]

@@ -3,7 +3,7 @@
 The page puts first what decides whether to trust the numbers: anything that makes a
 comparison misleading (the same test twice, different servers, models or
 accelerators, a test that mixed models) is a warning at the top, then what the run
-was, then its results (:mod:`shared.metrics._report_tables`), the charts with what
+was, then its results (:mod:`shared.metrics.loadtest.report_tables`), the charts with what
 their short labels stand for, and Locust's tables. The dashboard adds a link back to
 the list and a baseline picker: a plain GET form, since the page runs no script.
 """
@@ -14,17 +14,17 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from shared.metrics._html import DASH, _e, back_link, instant, minute, page, seconds
-from shared.metrics._report_tables import (
+from shared.metrics.loadtest.charts import HEIGHT_PX, WIDTH_PX
+from shared.metrics.loadtest.model import BaselineChoice, Baselines
+from shared.metrics.loadtest.report_tables import (
     failures_table,
     requests_table,
     results_table,
     run_table,
 )
-from shared.metrics.charts import HEIGHT_PX, WIDTH_PX
-from shared.metrics.model import BaselineChoice, Baselines
 
 if TYPE_CHECKING:
-    from shared.metrics.report import Report, TestData
+    from shared.metrics.loadtest.report import Report, TestData
 
 __all__ = ["ALT", "NO_BASELINE", "report_page"]
 

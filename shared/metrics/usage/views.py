@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, Protocol
 
-from shared.metrics.jobs_sql import JOB_LIFECYCLE, JOB_USAGE_DAILY
 from shared.metrics.schema import Names
+from shared.metrics.usage.sql import JOB_LIFECYCLE, JOB_USAGE_DAILY
 from shared.metrics.window import first_day
 
 __all__ = ["SLOWEST_WAITS", "BigQueryJobs", "JobUsage", "JobsSource", "QueueWait", "UsageTotal",
@@ -154,7 +154,7 @@ class BigQueryJobs:
 
         Raises ConfigError when ``ACCELOPS_PROJECT`` is unset.
         """
-        from shared.metrics.views import names_from_env
+        from shared.metrics.loadtest.views import names_from_env
 
         return cls(names_from_env())
 

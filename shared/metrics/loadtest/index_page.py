@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from shared.metrics._html import _e, count, decimal, minute, page, percent, scroll, seconds
-from shared.metrics.model import TestSummary
+from shared.metrics.loadtest.model import TestSummary
 
 __all__ = ["DEFAULT_SORT", "SORTS", "index_page", "sort_order"]
 

@@ -15,7 +15,7 @@ from datetime import date
 
 from shared.metrics._html import DASH, _e, back_link, count, decimal, minute, page, seconds
 from shared.metrics._tables import aligned, html_table, window_links
-from shared.metrics.jobs import JobUsage, QueueWait, UsageTotal, totals
+from shared.metrics.usage.views import JobUsage, QueueWait, UsageTotal, totals
 from shared.metrics.window import window_text
 
 __all__ = ["STILL_QUEUED", "TITLE", "jobs_page", "jobs_text"]
