@@ -236,7 +236,7 @@ def job_event_rows(request_ids: set[str], expected: int,
                    timeout: float = WAIT_SECONDS) -> tuple[str, list[dict[str, Any]]]:
     """The table and the rows of these requests' transitions, once ``expected``
     distinct ones (row keys) arrived through ingest_metrics."""
-    from shared.metrics.loadtest.views import names_from_env
+    from shared.metrics.names import names_from_env
 
     names = names_from_env()
     table = names.sql(names.job_events_table)

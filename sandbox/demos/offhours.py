@@ -95,7 +95,7 @@ def run_schedule_scenario(sandbox: Sandbox) -> dict[str, Any]:
 def print_savings_view(config: AccelopsConfig) -> None:
     """The savings view, when BigQuery has one. Nothing waits for it: the rows reach
     BigQuery through ingest_metrics, and the view is built elsewhere."""
-    from shared.metrics.schema import Names
+    from shared.metrics.names import Names
 
     names = Names.of(PROJECT, config.metrics)
     try:

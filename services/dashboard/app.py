@@ -39,13 +39,13 @@ from shared.log import get_logger
 from shared.metrics.loadtest.model import Baselines, MetricsSource
 from shared.metrics.loadtest.report import (
     CHART_NAMES,
-    Report,
     build_report,
     chart_png,
     render_error_html,
     render_html,
     render_index_html,
 )
+from shared.metrics.loadtest.report_data import Report
 from shared.metrics.savings.views import SavingsSource
 from shared.metrics.usage.views import JobsSource
 

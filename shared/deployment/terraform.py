@@ -234,7 +234,8 @@ def _dump(document: Any) -> str:
 
 def generated_files() -> dict[str, str]:
     """Every generated file: path under GENERATED_DIR → content."""
-    from shared.metrics.schema import TABLES, VIEWS, Names
+    from shared.metrics.names import Names
+    from shared.metrics.schema import TABLES, VIEWS
 
     metrics = MetricsConfig()
     files = {"system.json": _dump(system_document()), REQUIREMENTS_FILE: function_requirements()}

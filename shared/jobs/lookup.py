@@ -56,7 +56,7 @@ from shared.jobspec.labels import (
     LABEL_REQUEST_KEY,
 )
 from shared.kube import JOBSETS, PODS, WORKLOADS, KubeClient, Resource, get_client
-from shared.metrics.schema import Names
+from shared.metrics.names import Names
 from shared.names import request_key
 from shared.slices.record import load_record
 

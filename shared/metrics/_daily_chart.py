@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 
-from shared.metrics.loadtest.charts import DPI, HEIGHT_IN, WIDTH_IN
+from shared.metrics.chart_size import DPI, HEIGHT_IN, WIDTH_IN
 
 __all__ = ["NO_TEAM", "OTHERS", "PALETTE", "Layer", "days_of", "draw", "ranked"]
 

@@ -29,10 +29,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from shared.config import format_validation_error
+from shared.config import AccelopsConfig, Settings, format_validation_error, load_config_or_retry
 from shared.errors import PermanentError
+from shared.log import get_logger
 from shared.metrics.insert import MAX_INSERT_BYTES, MAX_INSERT_ROWS, insert_batches, row_size, store
 from shared.metrics.job_event import JOB_EVENT_KIND, JobEventRecord
+from shared.metrics.names import Names
 from shared.metrics.pool_action import POOL_ACTION_KIND, PoolActionRecord
 from shared.metrics.record import MetricRecord, row_key
 from shared.metrics.run import KIND_ATTRIBUTE, RUN_KIND, RunRecord, run_row_key
@@ -281,10 +283,6 @@ def on_message(message: PubSubMessage) -> IngestResult:
 
     Raises TransientError (retry) when the settings are incomplete or BigQuery fails.
     """
-    from shared.config import AccelopsConfig, Settings, load_config_or_retry
-    from shared.log import get_logger
-    from shared.metrics.schema import Names
-
     log = get_logger("accelops.metrics")
     settings = Settings.from_env()
     config = load_config_or_retry(settings) if settings.config_source else AccelopsConfig()

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from shared import bigquery as bq
 from shared.metrics.batch import split
 
 __all__ = ["MAX_INSERT_BYTES", "MAX_INSERT_ROWS", "insert_batches", "row_size", "store"]
@@ -51,8 +52,6 @@ def store(project: str, table: str, rows: Sequence[dict[str, Any]]) -> int:
     earlier request of a failed call are re-inserted by the redelivery with the same
     keys, which the views de-duplicate.
     """
-    from shared import bigquery as bq
-
     requests = 0
     for batch in insert_batches(rows):
         bq.insert_rows(project, table, batch, [row["row_key"] for row in batch])

@@ -1,11 +1,13 @@
-"""The BigQuery schema of load-test metrics, as code.
+"""The BigQuery schema of the metrics dataset, as code: its tables and the views over them.
 
 Five tables: requests (one row per load-test request, DAY-partitioned on
 ``start_time``, clustered by test and model), rejected records, test runs (what the
 load generator was asked to do, once per test and phase: :mod:`shared.metrics.run`),
 pool actions (what ``pool_schedule`` did to a node pool:
 :mod:`shared.metrics.pool_action`) and job events (one transition in a job's life:
-:mod:`shared.metrics.job_event`). Views, which everything downstream reads:
+:mod:`shared.metrics.job_event`). Views, which everything downstream reads (their SQL
+lives with each product: :mod:`shared.metrics.loadtest.sql`,
+:mod:`shared.metrics.usage.sql`, :mod:`shared.metrics.savings.sql`):
 
 * ``requests_unique`` and ``test_runs_unique`` — one row per row key (and one run per
   test). Pub/Sub delivers at least once and a redelivered message is inserted again
@@ -34,13 +36,23 @@ successful requests: a fast 4xx would otherwise make a failing run look quick.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from shared import bigquery as bq
 from shared.bigquery import Field
 from shared.config import MetricsConfig
-from shared.errors import ConfigError
+from shared.metrics.dedupe import first_copy
+from shared.metrics.loadtest.sql import (
+    requests_unique,
+    test_comparison,
+    test_failures,
+    test_requests_by_name,
+    test_runs_unique,
+    test_summary,
+    test_timeseries,
+)
+from shared.metrics.names import Names
 from shared.metrics.savings.sql import POOL_ACTIONS_UNIQUE, POOL_SAVINGS_DAILY, pool_savings_daily
 from shared.metrics.usage.sql import (
     JOB_EVENTS_UNIQUE,
@@ -51,10 +63,7 @@ from shared.metrics.usage.sql import (
 )
 
 __all__ = ["JOB_EVENT_FIELDS", "POOL_ACTION_FIELDS", "REJECTION_FIELDS", "REQUEST_FIELDS",
-           "RUN_FIELDS", "TABLES", "VIEWS", "Names", "TableSpec", "View", "apply_schema"]
-
-# Project ids, optionally domain-scoped ("example.com:project").
-_PROJECT = re.compile(r"^([a-z][-a-z0-9.]{0,62}:)?[a-z][-a-z0-9]{4,61}[a-z0-9]$")
+           "RUN_FIELDS", "TABLES", "VIEWS", "TableSpec", "View", "apply_schema"]
 
 REQUEST_FIELDS: tuple[Field, ...] = (
     Field("row_key", "STRING", "REQUIRED", "<Pub/Sub message id>:<index>; unique per record"),
@@ -160,36 +169,6 @@ JOB_EVENT_FIELDS: tuple[Field, ...] = (
 
 
 @dataclass(frozen=True, slots=True)
-class Names:
-    """Fully qualified names, for SQL (backticked) and for the API."""
-
-    project: str
-    dataset: str
-    table: str
-    rejections_table: str
-    runs_table: str
-    pool_actions_table: str
-    job_events_table: str
-
-    @classmethod
-    def of(cls, project: str, config: MetricsConfig) -> Names:
-        """Raises ConfigError for a project id that could not be a Google Cloud one
-        (names are interpolated into SQL; the config validates the others)."""
-        if not _PROJECT.match(project):
-            raise ConfigError(f"{project!r} is not a Google Cloud project id",
-                              field="ACCELOPS_PROJECT")
-        return cls(project, config.dataset, config.table, config.rejections_table,
-                   config.runs_table, config.pool_actions_table, config.job_events_table)
-
-    def ref(self, name: str) -> str:
-        """``dataset.name``, as the adapter takes it."""
-        return f"{self.dataset}.{name}"
-
-    def sql(self, name: str) -> str:
-        return f"`{self.project}.{self.dataset}.{name}`"
-
-
-@dataclass(frozen=True, slots=True)
 class TableSpec:
     """A table of the dataset; ``config_key`` is the MetricsConfig field naming it."""
 
@@ -230,270 +209,29 @@ class View:
     sql: Callable[[Names], str]
 
 
-def _first_copy(table: str) -> str:
-    """Each row key once: the first copy ingested (redeliveries carry the same key)."""
-    return f"""SELECT * EXCEPT (_copy) FROM (
-  SELECT *, ROW_NUMBER() OVER (PARTITION BY row_key ORDER BY ingested_at) AS _copy
-  FROM {table}
-) WHERE _copy = 1"""
-
-
-def _unique(n: Names) -> str:
-    return _first_copy(n.sql(n.table))
-
-
-def _runs(n: Names) -> str:
-    # A test's start record says what was asked for; its stop record when it ended.
-    # Either may be missing (a crashed load generator, a lost message): the other
-    # still describes the run.
-    return f"""WITH unique_runs AS (
-{_first_copy(n.sql(n.runs_table))}
-), starts AS (
-  SELECT * FROM unique_runs WHERE phase = 'start'
-), stops AS (
-  SELECT * FROM unique_runs WHERE phase = 'stop'
-)
-SELECT
-  COALESCE(starts.test_id, stops.test_id) AS test_id,
-{_coalesced("starts", "stops", _RUN_DESCRIPTION)},
-  starts.at AS run_started,
-  stops.at AS run_stopped
-FROM starts FULL OUTER JOIN stops ON starts.test_id = stops.test_id"""
-
-
-_RUN_DESCRIPTION = ("model_name", "server", "accelerator", "users", "spawn_rate", "run_time_s",
-                    "locust_version", "loadgen_revision", "host")
-
-
-def _coalesced(first: str, second: str, fields: tuple[str, ...]) -> str:
-    return ",\n".join(f"  COALESCE({first}.{f}, {second}.{f}) AS {f}" for f in fields)
-
-
-# Exact percentiles: PERCENTILE_CONT (linear interpolation between the closest ranks,
-# what numpy and statistics.quantiles(method="inclusive") compute). BigQuery has it
-# only as an analytic function, so it is computed per row over the window and picked
-# up with ANY_VALUE when grouping. Latency is over successful requests only (a fast
-# 404 would make a failing run look quick); NULLs, i.e. failures, are ignored.
-# (column, measured value, fraction): latency of successful requests and time to first
-# token of streamed ones.
-_Percentile = tuple[str, str, float]
-_LATENCY: tuple[_Percentile, ...] = (
-    ("p50_ms", "ok_ms", 0.5), ("p90_ms", "ok_ms", 0.9), ("p99_ms", "ok_ms", 0.99))
-_TTFT: tuple[_Percentile, ...] = (("ttft_p50_ms", "ttft_ms", 0.5), ("ttft_p90_ms", "ttft_ms", 0.9))
-
-
-def _percentiles(window: str, columns: tuple[_Percentile, ...]) -> str:
-    """The window percentiles named in ``columns``, computed on every row."""
-    return ",\n    ".join(f"PERCENTILE_CONT({value}, {q}) OVER ({window}) AS {column}"
-                           for column, value, q in columns)
-
-
-def _picked(columns: tuple[_Percentile, ...]) -> str:
-    """The window percentiles of :func:`_percentiles`, one value per group."""
-    return ",\n    ".join(f"ANY_VALUE({column}) AS {column}" for column, _, _ in columns)
-
-
-def _measured(n: Names) -> str:
-    """The unique requests, with what every aggregate needs: latency and time to first
-    token of successful requests (NULL for failures) and when each response ended."""
-    return f"""SELECT
-    *,
-    IF(exception IS NULL, response_time, NULL) AS ok_ms,
-    IF(exception IS NULL, time_to_first_token, NULL) AS ttft_ms,
-    TIMESTAMP_ADD(start_time, INTERVAL CAST(response_time * 1000 AS INT64) MICROSECOND)
-      AS end_time
-  FROM {n.sql("requests_unique")}"""
-
-
-def _summary(n: Names) -> str:
-    # The model, server and accelerator come from the run record. Without one (an
-    # older load generator) the model is the one most requests named, and the row
-    # says so (model_inferred); a test whose requests named several models is
-    # flagged either way (model_count > 1), and never paired with a baseline.
-    return f"""WITH measured AS (
-  {_measured(n)}
-), with_percentiles AS (
-  SELECT *, {_percentiles("PARTITION BY test_id", _LATENCY + _TTFT)}
-  FROM measured
-), request_models AS (
-  SELECT test_id, model_name, COUNT(*) AS requests,
-    ROW_NUMBER() OVER (PARTITION BY test_id ORDER BY COUNT(*) DESC, model_name) AS rank
-  FROM measured
-  WHERE model_name IS NOT NULL
-  GROUP BY test_id, model_name
-), model_sets AS (
-  SELECT test_id, COUNT(*) AS model_count,
-    STRING_AGG(model_name, ', ' ORDER BY requests DESC, model_name) AS models_seen
-  FROM request_models
-  GROUP BY test_id
-), per_test AS (
-  SELECT
-    test_id,
-    ANY_VALUE(server) AS request_server,
-    ANY_VALUE(accelerator) AS request_accelerator,
-    MAX(users) AS max_users,
-    MIN(start_time) AS first_request,
-    MAX(end_time) AS last_response,
-    COUNT(*) AS requests,
-    COUNTIF(exception IS NOT NULL) AS errors,
-    {_picked(_LATENCY + _TTFT)},
-    MAX(ok_ms) AS max_ms,
-    AVG(ok_ms) AS mean_ms,
-    IFNULL(SUM(num_input_tokens), 0) AS input_tokens,
-    IFNULL(SUM(num_output_tokens), 0) AS output_tokens
-  FROM with_percentiles
-  GROUP BY test_id
-), timed AS (
-  SELECT
-    per_test.*,
-    runs.* EXCEPT (test_id, model_name, server, accelerator, users),
-    COALESCE(runs.model_name, request_models.model_name) AS model_name,
-    runs.model_name IS NULL AS model_inferred,
-    IFNULL(model_sets.model_count, 0) AS model_count,
-    model_sets.models_seen,
-    COALESCE(runs.server, per_test.request_server) AS server,
-    COALESCE(runs.accelerator, per_test.request_accelerator) AS accelerator,
-    COALESCE(runs.users, per_test.max_users) AS users,
-    COALESCE(runs.run_started, per_test.first_request) AS started,
-    COALESCE(runs.run_stopped, per_test.last_response) AS ended,
-    runs.run_stopped IS NOT NULL AS finished
-  FROM per_test
-  LEFT JOIN {n.sql("test_runs_unique")} AS runs ON runs.test_id = per_test.test_id
-  LEFT JOIN request_models
-    ON request_models.test_id = per_test.test_id AND request_models.rank = 1
-  LEFT JOIN model_sets ON model_sets.test_id = per_test.test_id
-)
-SELECT
-  * EXCEPT (request_server, request_accelerator),
-  GREATEST(TIMESTAMP_DIFF(ended, started, MILLISECOND) / 1000.0, 1.0) AS duration_s,
-  SAFE_DIVIDE(errors, requests) AS error_rate,
-  requests / GREATEST(TIMESTAMP_DIFF(ended, started, MILLISECOND) / 1000.0, 1.0) AS qps,
-  (requests - errors) / GREATEST(TIMESTAMP_DIFF(ended, started, MILLISECOND) / 1000.0, 1.0)
-    AS success_qps,
-  output_tokens / GREATEST(TIMESTAMP_DIFF(ended, started, MILLISECOND) / 1000.0, 1.0)
-    AS tokens_per_s
-FROM timed"""
-
-
-def _series(unit: str, seconds: float) -> Callable[[Names], str]:
-    # The first and last buckets are partial: the test started or stopped inside
-    # them, so their counts are not per-{unit} rates. They are kept and marked
-    # (``partial``); charts leave them out.
-    def sql(n: Names) -> str:
-        return f"""WITH measured AS (
-  {_measured(n)}
-), bucketed AS (
-  SELECT
-    *,
-    TIMESTAMP_TRUNC(start_time, {unit}) AS bucket,
-    TIMESTAMP_TRUNC(MIN(start_time) OVER (PARTITION BY test_id), {unit}) AS first_bucket,
-    TIMESTAMP_TRUNC(MAX(start_time) OVER (PARTITION BY test_id), {unit}) AS last_bucket
-  FROM measured
-), with_percentiles AS (
-  SELECT *, {_percentiles("PARTITION BY test_id, bucket", _LATENCY + _TTFT)}
-  FROM bucketed
-)
-SELECT
-  test_id,
-  bucket,
-  TIMESTAMP_DIFF(bucket, ANY_VALUE(first_bucket), SECOND) AS offset_s,
-  bucket = ANY_VALUE(first_bucket) OR bucket = ANY_VALUE(last_bucket) AS partial,
-  COUNT(*) AS requests,
-  COUNTIF(exception IS NOT NULL) AS errors,
-  COUNT(*) / {seconds} AS qps,
-  COUNTIF(exception IS NULL) / {seconds} AS success_qps,
-    {_picked(_LATENCY + _TTFT)},
-  MAX(ok_ms) AS max_ms,
-  MAX(users) AS users,
-  IFNULL(SUM(num_output_tokens), 0) / {seconds} AS tokens_per_s
-FROM with_percentiles
-GROUP BY test_id, bucket"""
-    return sql
-
-
-def _by_name(n: Names) -> str:
-    # Locust's statistics table: one row per request type and name.
-    return f"""WITH with_percentiles AS (
-  SELECT *, {_percentiles("PARTITION BY test_id, request_type, request_name",
-                          _LATENCY)}
-  FROM ({_measured(n)})
-)
-SELECT
-  test_id,
-  request_type,
-  request_name,
-  COUNT(*) AS requests,
-  COUNTIF(exception IS NOT NULL) AS failures,
-    {_picked(_LATENCY)},
-  MAX(ok_ms) AS max_ms,
-  AVG(ok_ms) AS mean_ms,
-  AVG(response_length) AS mean_bytes,
-  IFNULL(SUM(num_output_tokens), 0) AS output_tokens
-FROM with_percentiles
-GROUP BY test_id, request_type, request_name"""
-
-
-def _failures(n: Names) -> str:
-    return f"""SELECT
-  test_id,
-  request_type,
-  request_name,
-  exception AS message,
-  COUNT(*) AS occurrences,
-  MIN(start_time) AS first_seen,
-  MAX(start_time) AS last_seen
-FROM {n.sql("requests_unique")}
-WHERE exception IS NOT NULL
-GROUP BY test_id, request_type, request_name, exception"""
-
-
-_BASELINE = "PARTITION BY model_name, server ORDER BY started"
-
-
-def _change(field: str) -> str:
-    previous = f"LAG({field}) OVER ({_BASELINE})"
-    return f"SAFE_DIVIDE({field} - {previous}, {previous}) AS {field}_change"
-
-
-def _comparison(n: Names) -> str:
-    # A test that mixed models is no one's baseline and has none.
-    return f"""SELECT
-  test_id, model_name, server, accelerator, users, started, requests, qps, success_qps,
-  error_rate, p50_ms, p90_ms, p99_ms, tokens_per_s,
-  LAG(test_id) OVER ({_BASELINE}) AS previous_test_id,
-  {_change("qps")},
-  {_change("success_qps")},
-  {_change("p50_ms")},
-  {_change("p99_ms")},
-  {_change("tokens_per_s")},
-  (error_rate - LAG(error_rate) OVER ({_BASELINE})) * 100 AS error_rate_change_pp
-FROM {n.sql("test_summary")}
-WHERE model_count <= 1"""
-
-
-# In dependency order: each view reads only the tables or views before it.
 VIEWS: tuple[View, ...] = (
-    View("requests_unique", "requests, one row per row key (redeliveries removed)", _unique),
+    View("requests_unique", "requests, one row per row key (redeliveries removed)",
+         requests_unique),
     View("test_runs_unique", "per test: what the load generator was asked to do, and when "
-         "it started and stopped", _runs),
+         "it started and stopped", test_runs_unique),
     View("test_summary", "per test: run metadata, requests, QPS, success QPS, error rate, "
-         "exact latency percentiles over successful requests, tokens/s", _summary),
+         "exact latency percentiles over successful requests, tokens/s", test_summary),
     View("test_timeseries", "per test and minute (partial first and last minutes marked)",
-         _series("MINUTE", 60.0)),
+         test_timeseries("MINUTE", 60.0)),
     View("test_timeseries_seconds", "per test and second (partial first and last seconds "
-         "marked)", _series("SECOND", 1.0)),
+         "marked)", test_timeseries("SECOND", 1.0)),
     View("test_requests_by_name", "per test, request type and name: Locust's statistics "
-         "table", _by_name),
+         "table", test_requests_by_name),
     View("test_failures", "per test: each distinct failure message and how often",
-         _failures),
+         test_failures),
     View("test_comparison", "each single-model test next to the previous one of the same "
-         "model and server", _comparison),
+         "model and server", test_comparison),
     View(POOL_ACTIONS_UNIQUE, "node-pool actions, one row per action id (redeliveries "
-         "removed)", lambda n: _first_copy(n.sql(n.pool_actions_table))),
+         "removed)", lambda n: first_copy(n.sql(n.pool_actions_table))),
     View(POOL_SAVINGS_DAILY, "per UTC day, team and node pool: hours removed off-hours and "
          "the accelerator-hours that saved", pool_savings_daily),
     View(JOB_EVENTS_UNIQUE, "job lifecycle events, one row per event id (redeliveries "
-         "removed)", lambda n: _first_copy(n.sql(n.job_events_table))),
+         "removed)", lambda n: first_copy(n.sql(n.job_events_table))),
     View(JOB_LIFECYCLE, "per job request: its transitions, queue wait, provisioning and run "
          "time, chip-hours used and idle slice chip-hours", job_lifecycle),
     View(JOB_USAGE_DAILY, "per UTC day, team and TPU type: jobs submitted, rejected, started, "
@@ -508,8 +246,6 @@ def apply_schema(project: str, config: MetricsConfig,
     Idempotent: a second run reports everything "unchanged". Raises the adapter's
     domain errors (UnavailableError when BigQuery cannot be reached).
     """
-    from shared import bigquery as bq
-
     names = Names.of(project, config)
     outcome: dict[str, str] = {}
 

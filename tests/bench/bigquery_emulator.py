@@ -28,7 +28,8 @@ from typing import Any
 from sandbox.common.httpserver import free_port
 from shared import bigquery
 from shared.jobs.budget.usage_sql import usage_params, usage_query
-from shared.metrics.schema import Names, apply_schema
+from shared.metrics.names import Names
+from shared.metrics.schema import apply_schema
 from tests.bench.results import write_results
 from tests.bigquery_fixtures import PROJECT, environment, fresh_dataset
 from tests.processes import serving

@@ -84,7 +84,8 @@ def _timed(action: Callable[[], None]) -> float:
 def _before(source: Any, test_id: str, compare: str) -> None:
     """One visit as the dashboard served it before: the page and each chart rebuilt
     the report from per-test queries (summary and series of each test)."""
-    from shared.metrics.loadtest.report import Report, TestData, chart_png, render_html
+    from shared.metrics.loadtest.report import chart_png, render_html
+    from shared.metrics.loadtest.report_data import Report, TestData
 
     def report() -> Report:
         summaries = [source.summary(test_id), source.summary(compare)]
@@ -101,7 +102,7 @@ def _before(source: Any, test_id: str, compare: str) -> None:
 def main() -> int:
     from services.dashboard.app import create_app
     from shared.metrics.loadtest.views import BigQueryMetrics
-    from shared.metrics.schema import Names
+    from shared.metrics.names import Names
     from tests.bench.results import write_results
     from tests.bigquery_fixtures import PROJECT, metrics_dataset
 

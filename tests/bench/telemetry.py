@@ -166,7 +166,7 @@ def _pull_job_events(subscriber: Any) -> list[Any]:
 
 def _distinct_rows(request_ids: list[str]) -> int:
     from shared import bigquery
-    from shared.metrics.loadtest.views import names_from_env
+    from shared.metrics.names import names_from_env
 
     names = names_from_env()
     sql = (f"SELECT COUNT(DISTINCT row_key) AS n FROM "  # the configured names

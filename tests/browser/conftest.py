@@ -30,7 +30,7 @@ from services.dashboard.app import create_app
 from shared.errors import NotFoundError
 from shared.metrics.loadtest.report import write_report
 from shared.metrics.loadtest.views import BigQueryMetrics
-from shared.metrics.schema import Names
+from shared.metrics.names import Names
 from tests.bigquery_fixtures import PROJECT, metrics_dataset
 from tests.browser import load_tests
 from tests.browser.pages import Visit, launch, visit

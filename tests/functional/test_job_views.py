@@ -30,8 +30,9 @@ from shared import bigquery
 from shared.cli import main
 from shared.config import MetricsConfig
 from shared.metrics.job_event import JOB_EVENT_KIND, PER_SLICE, JobEventRecord, job_event_id
+from shared.metrics.names import Names
 from shared.metrics.run import KIND_ATTRIBUTE
-from shared.metrics.schema import VIEWS, Names, apply_schema
+from shared.metrics.schema import VIEWS, apply_schema
 from shared.metrics.usage.sql import (
     JOB_EVENTS_UNIQUE,
     JOB_LIFECYCLE,

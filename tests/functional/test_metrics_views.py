@@ -23,8 +23,9 @@ import pytest
 from shared import bigquery
 from shared.metrics.loadtest.report import build_report
 from shared.metrics.loadtest.views import BigQueryMetrics
+from shared.metrics.names import Names
 from shared.metrics.run import KIND_ATTRIBUTE, RUN_KIND
-from shared.metrics.schema import VIEWS, Names
+from shared.metrics.schema import VIEWS
 from tests.bigquery_fixtures import PROJECT
 from tests.functional.test_ingest_metrics import envelope, stored_records
 

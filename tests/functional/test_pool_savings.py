@@ -25,11 +25,12 @@ import yaml
 from shared import bigquery
 from shared.cli import main
 from shared.config import MetricsConfig
+from shared.metrics.names import Names
 from shared.metrics.pool_action import POOL_ACTION_KIND, pool_action_id
 from shared.metrics.run import KIND_ATTRIBUTE
 from shared.metrics.savings.sql import POOL_SAVINGS_DAILY
 from shared.metrics.savings.views import BigQuerySavings, totals
-from shared.metrics.schema import VIEWS, Names, apply_schema
+from shared.metrics.schema import VIEWS, apply_schema
 from tests.bigquery_fixtures import PROJECT, count, fresh_dataset
 from tests.functional.test_ingest_metrics import envelope
 

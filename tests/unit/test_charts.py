@@ -18,6 +18,7 @@ from matplotlib.text import Text
 from matplotlib.transforms import Bbox
 from PIL import Image
 
+from shared.metrics.chart_size import HEIGHT_PX, WIDTH_PX
 from shared.metrics.loadtest import charts
 from shared.metrics.loadtest.charts import CHART_NAMES, LABEL_MAX, Run, run_labels
 from shared.metrics.loadtest.model import SeriesPoint
@@ -139,7 +140,7 @@ def test_each_chart_is_a_png_of_the_advertised_size(name):
 
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
     with Image.open(io.BytesIO(png)) as image:
-        assert image.size == (charts.WIDTH_PX, charts.HEIGHT_PX) == (900, 420)
+        assert image.size == (WIDTH_PX, HEIGHT_PX) == (900, 420)
 
 
 def test_two_runs_are_labelled_test_and_baseline():

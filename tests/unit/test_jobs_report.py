@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from shared.metrics._daily_chart import OTHERS, PALETTE, ranked
-from shared.metrics.loadtest.charts import HEIGHT_PX, WIDTH_PX
+from shared.metrics.chart_size import HEIGHT_PX, WIDTH_PX
 from shared.metrics.usage.chart import jobs_chart_png
 from shared.metrics.usage.report import jobs_page, jobs_text
 from shared.metrics.usage.views import JobUsage, QueueWait, totals

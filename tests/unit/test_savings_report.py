@@ -7,7 +7,7 @@ from datetime import date, timedelta
 
 from PIL import Image
 
-from shared.metrics.loadtest.charts import HEIGHT_PX, WIDTH_PX
+from shared.metrics.chart_size import HEIGHT_PX, WIDTH_PX
 from shared.metrics.savings.chart import savings_chart_png
 from shared.metrics.savings.report import savings_page, savings_text
 from shared.metrics.savings.views import PoolSavings, totals

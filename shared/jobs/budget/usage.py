@@ -29,7 +29,7 @@ from shared.jobs.budget.usage_sql import usage_params, usage_query, usage_snapsh
 from shared.jobspec.labels import LABEL_MANAGED_BY
 from shared.kube import KubeClient, get_client
 from shared.log import get_logger
-from shared.metrics.schema import Names
+from shared.metrics.names import Names
 
 __all__ = ["UsageReport", "budget_teams", "on_message", "refresh_usage"]
 

@@ -22,7 +22,7 @@ from shared.jobs.budget.model import TeamUsage, UsageSnapshot, day_start, week_s
 from shared.metrics.usage.sql import JOB_USAGE_DAILY
 
 if TYPE_CHECKING:
-    from shared.metrics.schema import Names
+    from shared.metrics.names import Names
 
 __all__ = ["usage_params", "usage_query", "usage_snapshot"]
 

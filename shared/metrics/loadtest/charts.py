@@ -36,6 +36,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from shared.metrics.chart_size import DPI, HEIGHT_IN, WIDTH_IN
 from shared.metrics.loadtest.model import SeriesPoint
 
 if TYPE_CHECKING:
@@ -43,12 +44,10 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["CHART_NAMES", "DPI", "HEIGHT_PX", "LABEL_MAX", "WIDTH_PX", "Run", "errors",
+__all__ = ["CHART_NAMES", "LABEL_MAX", "Run", "errors",
            "figure", "latency", "render", "run_labels", "throughput", "tokens", "ttft",
            "users"]
 
-WIDTH_IN, HEIGHT_IN, DPI = 9.0, 4.2, 100
-WIDTH_PX, HEIGHT_PX = round(WIDTH_IN * DPI), round(HEIGHT_IN * DPI)
 COLOURS = ("#1f77b4", "#ff7f0e")
 #: The longest legend label of a run.
 LABEL_MAX = 24

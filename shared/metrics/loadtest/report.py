@@ -18,33 +18,25 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 from shared.errors import NotFoundError
 from shared.metrics._html import error_page
 from shared.metrics.loadtest import charts
-from shared.metrics.loadtest.charts import CHART_NAMES, Run, run_labels
+from shared.metrics.loadtest.charts import CHART_NAMES
 from shared.metrics.loadtest.index_page import index_page
 from shared.metrics.loadtest.model import (
     Baselines,
-    Failure,
     MetricsSource,
-    RequestStats,
-    SeriesPoint,
-    TestComparison,
     TestSummary,
 )
+from shared.metrics.loadtest.report_data import Report, Resolution, TestData
 from shared.metrics.loadtest.report_page import NO_BASELINE, report_page
 
 __all__ = [
     "CHART_NAMES",
     "NO_BASELINE",
     "PER_SECOND_BELOW_S",
-    "Report",
-    "Resolution",
-    "TestData",
     "build_report",
     "chart_png",
     "charts_shown",
@@ -56,58 +48,10 @@ __all__ = [
     "write_report",
 ]
 
-Resolution = Literal["second", "minute"]
 
 #: Tests shorter than this are charted per second; longer ones per minute, which keeps
 #: an hour-long test to 60 points instead of 3,600.
 PER_SECOND_BELOW_S = 600.0
-
-
-@dataclass(frozen=True)
-class TestData:
-    """One test as a report shows it: its summary and what each view says about it."""
-
-    summary: TestSummary
-    series: tuple[SeriesPoint, ...] = ()
-    requests: tuple[RequestStats, ...] = ()
-    failures: tuple[Failure, ...] = ()
-
-    @property
-    def test_id(self) -> str:
-        return self.summary.test_id
-
-
-@dataclass(frozen=True)
-class Report:
-    """Everything a report shows: one test, or a test and the baseline it is compared with.
-
-    Both tests' series have the same resolution (``per``) so their charts overlay.
-    """
-
-    data: TestData
-    per: Resolution
-    baseline: TestData | None = None
-
-    @property
-    def test(self) -> TestSummary:
-        return self.data.summary
-
-    @property
-    def other(self) -> TestSummary | None:
-        """The baseline test, if the report compares."""
-        return self.baseline.summary if self.baseline is not None else None
-
-    @property
-    def comparison(self) -> TestComparison | None:
-        other = self.other
-        return TestComparison(test=self.test, other=other) if other is not None else None
-
-    @property
-    def runs(self) -> tuple[Run, ...]:
-        """The series to chart: the test first, then its baseline."""
-        tests = [self.data] + ([self.baseline] if self.baseline is not None else [])
-        labels = run_labels([t.test_id for t in tests])
-        return tuple(Run(label, t.series) for label, t in zip(labels, tests, strict=True))
 
 
 def build_report(source: MetricsSource, test_id: str, compare: str | None = None) -> Report:

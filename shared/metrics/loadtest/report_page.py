@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from shared.metrics._html import DASH, _e, back_link, instant, minute, page, seconds
-from shared.metrics.loadtest.charts import HEIGHT_PX, WIDTH_PX
+from shared.metrics.chart_size import HEIGHT_PX, WIDTH_PX
 from shared.metrics.loadtest.model import BaselineChoice, Baselines
 from shared.metrics.loadtest.report_tables import (
     failures_table,
@@ -24,7 +24,7 @@ from shared.metrics.loadtest.report_tables import (
 )
 
 if TYPE_CHECKING:
-    from shared.metrics.loadtest.report import Report, TestData
+    from shared.metrics.loadtest.report_data import Report, TestData
 
 __all__ = ["ALT", "NO_BASELINE", "report_page"]
 

@@ -26,7 +26,7 @@ from shared.metrics._html import DASH, _e, count, decimal, instant, percent, scr
 from shared.metrics.loadtest.model import Failure, RequestStats, TestSummary
 
 if TYPE_CHECKING:
-    from shared.metrics.loadtest.report import TestData
+    from shared.metrics.loadtest.report_data import TestData
 
 __all__ = ["Direction", "Kind", "Verdict", "change", "failures_table", "requests_table",
            "results_table", "run_table"]

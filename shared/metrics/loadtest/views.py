@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any, Literal, TypeVar
 
+from shared import bigquery
 from shared.errors import NotFoundError
 from shared.metrics.loadtest.model import (
     BaselineChoice,
@@ -21,9 +22,9 @@ from shared.metrics.loadtest.model import (
     SeriesPoint,
     TestSummary,
 )
-from shared.metrics.schema import Names
+from shared.metrics.names import Names, names_from_env
 
-__all__ = ["BigQueryMetrics", "names_from_env"]
+__all__ = ["BigQueryMetrics"]
 
 _SERIES_VIEWS = {"second": "test_timeseries_seconds", "minute": "test_timeseries"}
 _Row = TypeVar("_Row", TestSummary, SeriesPoint, RequestStats, Failure)
@@ -62,8 +63,6 @@ class BigQueryMetrics:
         return cls(names_from_env())
 
     def _query(self, sql: str, **params: Any) -> list[dict[str, Any]]:
-        from shared import bigquery
-
         self.queries += 1
         return bigquery.query(self.names.project, sql, params)
 
@@ -126,21 +125,6 @@ LIMIT @limit""", test_id=test_id, limit=limit)
         rows = self._query(f"SELECT * FROM {self.names.sql('test_summary')} "
                            "ORDER BY started DESC, test_id LIMIT @limit", limit=limit)
         return [_typed(TestSummary, row) for row in rows]
-
-
-def names_from_env() -> Names:
-    """The dataset's names from ``ACCELOPS_PROJECT`` and the config's ``metrics`` section.
-
-    Raises ConfigError when ``ACCELOPS_PROJECT`` is unset.
-    """
-    from shared.config import AccelopsConfig, Settings, load_config
-
-    settings = Settings.from_env()
-    settings.require("project")
-    assert settings.project is not None
-    config = load_config(settings.config_source) if settings.config_source else (
-        AccelopsConfig())
-    return Names.of(settings.project, config.metrics)
 
 
 def _grouped(cls: type[_Row], rows: list[dict[str, Any]]) -> dict[str, list[_Row]]:

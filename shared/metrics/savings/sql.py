@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from shared.metrics.sql_time import hours, utc_days
 
 if TYPE_CHECKING:
-    from shared.metrics.schema import Names
+    from shared.metrics.names import Names
 
 __all__ = ["POOL_ACTIONS_UNIQUE", "POOL_SAVINGS_DAILY", "pool_savings_daily"]
 

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any, Protocol
 
+from shared import bigquery
+from shared.metrics.names import Names, names_from_env
 from shared.metrics.savings.sql import POOL_SAVINGS_DAILY
-from shared.metrics.schema import Names
 from shared.metrics.window import first_day
 
 __all__ = ["BigQuerySavings", "PoolSavings", "SavingsSource", "SavingsTotal", "totals"]
@@ -89,13 +90,9 @@ class BigQuerySavings:
 
         Raises ConfigError when ``ACCELOPS_PROJECT`` is unset.
         """
-        from shared.metrics.loadtest.views import names_from_env
-
         return cls(names_from_env())
 
     def pool_savings(self, since: timedelta) -> list[PoolSavings]:
-        from shared import bigquery
-
         self.queries += 1
         rows = bigquery.query(
             self.names.project,

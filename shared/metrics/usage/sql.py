@@ -40,7 +40,7 @@ from shared.metrics.sql_time import seconds as _seconds
 from shared.metrics.sql_time import utc_days
 
 if TYPE_CHECKING:
-    from shared.metrics.schema import Names
+    from shared.metrics.names import Names
 
 __all__ = ["JOB_EVENTS_UNIQUE", "JOB_LIFECYCLE", "JOB_USAGE_DAILY", "USAGE_COLUMNS",
            "job_lifecycle", "job_usage_daily"]

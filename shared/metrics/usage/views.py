@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, Protocol
 
-from shared.metrics.schema import Names
+from shared import bigquery
+from shared.metrics.names import Names, names_from_env
 from shared.metrics.usage.sql import JOB_LIFECYCLE, JOB_USAGE_DAILY
 from shared.metrics.window import first_day
 
@@ -154,13 +155,9 @@ class BigQueryJobs:
 
         Raises ConfigError when ``ACCELOPS_PROJECT`` is unset.
         """
-        from shared.metrics.loadtest.views import names_from_env
-
         return cls(names_from_env())
 
     def _query(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-        from shared import bigquery
-
         self.queries += 1
         return bigquery.query(self.names.project, sql, params)
 
