@@ -24,6 +24,12 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from services.jobs_api.openapi import openapi_document
+from shared import config, errors
+from shared.cli import build_parser
+from shared.config import offhours
+from shared.jobspec.request import JobRequest
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 REFRESH = "python -m docs.gen (or make docs)"
@@ -33,13 +39,7 @@ _HELP_COLUMNS = "100"
 
 
 def _sources() -> SimpleNamespace:
-    """The library code the pages describe, imported here only."""
-    from services.jobs_api.openapi import openapi_document
-    from shared import config, errors
-    from shared.cli import build_parser
-    from shared.config import offhours
-    from shared.jobspec.request import JobRequest
-
+    """The library code the pages describe, in one place."""
     return SimpleNamespace(config=config, offhours=offhours, errors=errors,
                            build_parser=build_parser, JobRequest=JobRequest,
                            openapi_document=openapi_document)

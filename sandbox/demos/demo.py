@@ -44,6 +44,7 @@ from shared.errors import AccelopsError
 from shared.jobspec.labels import ANNOTATION_REQUEST_ID, LABEL_POOL_MANAGED_BY
 from shared.kube import JOBSETS, PODS, get_client
 from shared.metrics.loadtest.views import BigQueryMetrics
+from shared.metrics.names import names_from_env
 from shared.slices.observe import finished_at
 
 __all__ = ["main", "run_scenario"]
@@ -236,8 +237,6 @@ def job_event_rows(request_ids: set[str], expected: int,
                    timeout: float = WAIT_SECONDS) -> tuple[str, list[dict[str, Any]]]:
     """The table and the rows of these requests' transitions, once ``expected``
     distinct ones (row keys) arrived through ingest_metrics."""
-    from shared.metrics.names import names_from_env
-
     names = names_from_env()
     table = names.sql(names.job_events_table)
     # The table name comes from the validated config; the ids are a parameter.

@@ -31,6 +31,8 @@ from shared.config import load_config
 from shared.errors import AccelopsError, NotFoundError
 from shared.metrics.commands.summary import format_summary
 from shared.metrics.loadtest.model import MetricsSource, TestSummary
+from shared.metrics.loadtest.report import report_dir_name, write_report
+from shared.metrics.loadtest.views import BigQueryMetrics
 from shared.serving.operator import load_target
 
 __all__ = [
@@ -190,8 +192,6 @@ def wait_for_rows(source: MetricsSource, test_id: str, expected: int,
 
 def write_html(source: MetricsSource, test_id: str, out_root: Path,
                compare: str | None = None) -> Path:
-    from shared.metrics.loadtest.report import report_dir_name, write_report
-
     return write_report(source, test_id, out_root / report_dir_name(test_id, compare),
                         compare=compare)
 
@@ -229,8 +229,6 @@ def deployment_target(deployment: str, sandbox: Any) -> Any:
 
 
 def main(args: argparse.Namespace) -> int:
-    from shared.metrics.loadtest.views import BigQueryMetrics
-
     test_id = args.test_id or new_test_id()
     model = args.model or (STREAM_MODEL if args.stream else DEFAULT_MODELS[args.server])
     parts = {"metrics", "serving"} if args.deployment else {"metrics"}

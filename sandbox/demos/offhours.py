@@ -42,6 +42,7 @@ from shared.config import AccelopsConfig, load_config
 from shared.config.offhours import Schedule
 from shared.errors import AccelopsError
 from shared.kube import PODS
+from shared.metrics.names import Names
 from shared.offhours.plan import OUTPUT_ONLY
 
 __all__ = ["ScheduleDemoError", "run_schedule_scenario"]
@@ -95,8 +96,6 @@ def run_schedule_scenario(sandbox: Sandbox) -> dict[str, Any]:
 def print_savings_view(config: AccelopsConfig) -> None:
     """The savings view, when BigQuery has one. Nothing waits for it: the rows reach
     BigQuery through ingest_metrics, and the view is built elsewhere."""
-    from shared.metrics.names import Names
-
     names = Names.of(PROJECT, config.metrics)
     try:
         if bigquery.table_fields(PROJECT, names.ref(SAVINGS_VIEW)) is None:

@@ -35,6 +35,7 @@ from sandbox.inference.toy_lm_model import model_files
 from sandbox.supervisor.runner import Sandbox
 from shared import kube, storage
 from shared.errors import AccelopsError
+from shared.metrics.loadtest.views import BigQueryMetrics
 from shared.serving.ledger import load_ledger
 from shared.serving.upload import build_manifest, upload_version
 
@@ -110,8 +111,6 @@ def _serving(timeline: VersionTimeline) -> VersionTimeline:
 def run_serving_scenario(sandbox: Sandbox, reports: Path = Path("reports")) -> dict[str, Any]:
     """Play the serving scenario on a started sandbox (parts serving and metrics);
     returns what happened (for tests)."""
-    from shared.metrics.loadtest.views import BigQueryMetrics
-
     kube.reset_client()
     storage.reset_client()
     bucket = sandbox.models_bucket

@@ -72,6 +72,7 @@ from sandbox.topology import (
 )
 from shared.config import load_config
 from shared.errors import AccelopsError
+from shared.metrics.schema import apply_schema
 
 __all__ = ["Component", "Sandbox", "SandboxError", "session", "state_dir_from"]
 
@@ -408,8 +409,6 @@ class Sandbox(Endpoints):
         provision_serving(self.storage_url, MODELS_BUCKET, self.gke_url)
 
     def _provision_bigquery(self) -> None:
-        from shared.metrics.schema import apply_schema
-
         apply_schema(PROJECT, load_config(str(self.config)).metrics)
 
 

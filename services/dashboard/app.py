@@ -46,8 +46,9 @@ from shared.metrics.loadtest.report import (
     render_index_html,
 )
 from shared.metrics.loadtest.report_data import Report
-from shared.metrics.savings.views import SavingsSource
-from shared.metrics.usage.views import JobsSource
+from shared.metrics.loadtest.views import BigQueryMetrics
+from shared.metrics.savings.views import BigQuerySavings, SavingsSource
+from shared.metrics.usage.views import BigQueryJobs, JobsSource
 
 __all__ = ["RECENT_TESTS", "TEST_ID", "create_app"]
 
@@ -95,20 +96,14 @@ class _LazySource(Generic[_Source]):
 
 
 def _bigquery_source() -> MetricsSource:
-    from shared.metrics.loadtest.views import BigQueryMetrics
-
     return BigQueryMetrics.from_env()
 
 
 def _bigquery_savings() -> SavingsSource:
-    from shared.metrics.savings.views import BigQuerySavings
-
     return BigQuerySavings.from_env()
 
 
 def _bigquery_jobs() -> JobsSource:
-    from shared.metrics.usage.views import BigQueryJobs
-
     return BigQueryJobs.from_env()
 
 

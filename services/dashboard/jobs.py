@@ -21,6 +21,7 @@ from flask import Flask, Response, request, url_for
 
 from services.dashboard.cache import LIVE_SECONDS, TtlCache
 from services.dashboard.window import BadWindow, since_arg, since_links
+from shared.metrics.usage.chart import jobs_chart_png
 from shared.metrics.usage.report import jobs_page
 from shared.metrics.usage.views import JobsSource, JobUsage, QueueWait
 from shared.metrics.window import first_day, parse_since
@@ -91,8 +92,6 @@ def add_jobs_routes(app: Flask, source: Callable[[], JobsSource],
 
     @app.get("/jobs/chart.png")
     def jobs_chart() -> Response:
-        from shared.metrics.usage.chart import jobs_chart_png
-
         since, team = since_arg(), _team_arg()
         rows = kept_of(since, team).rows
         first = first_day(parse_since(since))

@@ -17,6 +17,7 @@ from flask import Flask, Response, url_for
 
 from services.dashboard.cache import LIVE_SECONDS, TtlCache
 from services.dashboard.window import since_arg, since_links
+from shared.metrics.savings.chart import savings_chart_png
 from shared.metrics.savings.report import savings_page
 from shared.metrics.savings.views import PoolSavings, SavingsSource
 from shared.metrics.window import first_day, parse_since
@@ -48,8 +49,6 @@ def add_savings_routes(app: Flask, source: Callable[[], SavingsSource],
 
     @app.get("/savings/chart.png")
     def savings_chart() -> Response:
-        from shared.metrics.savings.chart import savings_chart_png
-
         since = since_arg()
         rows = rows_of(since)
         first = first_day(parse_since(since))

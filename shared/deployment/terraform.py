@@ -28,6 +28,8 @@ from packaging.requirements import Requirement
 from shared.config import MetricsConfig
 from shared.deployment import lock, system
 from shared.deployment.model import Function, Grant, Service, WorkloadIdentity
+from shared.metrics.names import Names
+from shared.metrics.schema import TABLES, VIEWS
 
 __all__ = [
     "GENERATED_DIR",
@@ -119,8 +121,6 @@ def _service(spec: Service) -> dict[str, Any]:
 
 def system_document() -> dict[str, Any]:
     """The definition as the JSON document the Terraform modules read."""
-    from shared.metrics.schema import TABLES, VIEWS
-
     metrics = MetricsConfig()
     return {
         "_generated": "by `accelops deploy generate` from shared/deployment/system.py; "
@@ -234,9 +234,6 @@ def _dump(document: Any) -> str:
 
 def generated_files() -> dict[str, str]:
     """Every generated file: path under GENERATED_DIR → content."""
-    from shared.metrics.names import Names
-    from shared.metrics.schema import TABLES, VIEWS
-
     metrics = MetricsConfig()
     files = {"system.json": _dump(system_document()), REQUIREMENTS_FILE: function_requirements()}
     for service in system.SERVICES:
