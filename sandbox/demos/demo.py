@@ -29,7 +29,6 @@ from sandbox.demos.loadtest import (
     LocustProcess,
     describe,
     finish,
-    format_summary,
     new_test_id,
     write_html,
 )
@@ -43,6 +42,7 @@ from shared.config import Settings, Topics
 from shared.errors import AccelopsError
 from shared.jobspec.labels import ANNOTATION_REQUEST_ID, LABEL_POOL_MANAGED_BY
 from shared.kube import JOBSETS, PODS, get_client
+from shared.metrics.commands.summary import format_summary
 from shared.metrics.loadtest.views import BigQueryMetrics
 from shared.metrics.names import names_from_env
 from shared.slices.observe import finished_at

@@ -41,7 +41,6 @@ __all__ = [
     "LocustRun",
     "describe",
     "finish",
-    "format_summary",
     "main",
     "new_test_id",
     "run",

@@ -74,7 +74,7 @@ from shared.config import load_config
 from shared.errors import AccelopsError
 from shared.metrics.schema import apply_schema
 
-__all__ = ["Component", "Sandbox", "SandboxError", "session", "state_dir_from"]
+__all__ = ["Sandbox", "SandboxError", "session", "state_dir_from"]
 
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_CONFIG = Path(__file__).resolve().parents[1] / "config.yaml"

@@ -34,7 +34,6 @@ __all__ = [
     "DEFAULT_PROXY_IMAGE",
     "PROXY_PORT",
     "SAXML_ADMIN",
-    "SAXML_CONFIG_MAP",
     "SAXML_PROXY",
     "SAX_ROOT_FOLDER",
     "SaxmlSite",

@@ -14,7 +14,8 @@ import sys
 import time
 from pathlib import Path
 
-from sandbox.supervisor.runner import Component, Sandbox
+from sandbox.supervisor.endpoints import Component
+from sandbox.supervisor.runner import Sandbox
 
 # On SIGTERM: mark "<name>.term"; wait (bounded) until every name in WAIT has its
 # mark too, and only then mark "<name>.clean" and exit; record which marks of SEEN
