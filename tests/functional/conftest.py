@@ -67,6 +67,23 @@ def kube_api(tmp_path: Path) -> Iterator[KubeApiServer]:
         server.stop()
 
 
+# accelops keeps its state (leases, records) in this namespace.
+STATE_NAMESPACE = "accelops-system"
+
+
+@pytest.fixture
+def system_client(kube_api: KubeApiServer, tmp_path: Path,
+                  monkeypatch: pytest.MonkeyPatch) -> Iterator[kube.KubeClient]:
+    """The library's Kubernetes client, on the stand-in, with the state namespace made."""
+    monkeypatch.setenv("KUBECONFIG", str(kube_api.write_kubeconfig(tmp_path / "kubeconfig")))
+    kube.reset_client()
+    client = kube.get_client()
+    client.create(kube.NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                    "metadata": {"name": STATE_NAMESPACE}})
+    yield client
+    kube.reset_client()
+
+
 @pytest.fixture
 def pubsub_api() -> Iterator[PubSubServer]:
     server = start_pubsub(pull_wait_seconds=0.3)
