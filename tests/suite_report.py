@@ -9,6 +9,11 @@ serial run (``-n0``) is measured and written, with the reason it was not judged.
 
 Under pytest-xdist the plugin runs in the controller only, which receives every worker's
 reports (``pytest_runtest_logreport``), so the slowest tests are the whole run's.
+
+The report also times a fixed piece of pure-Python work at the start and the end of the
+run (``host_probe_ms``). The same code has taken 575 s on one 2-core machine and 768 s on
+the same machine another day, when every process ran about a third slower; the probe is
+what tells a slower host from a slower suite.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import pytest
 BUDGET_TABLE = "[tool.accelops.suite] budget_seconds"
 SLOWEST_KEPT = 25
 SLOWEST_NAMED = 10
+PROBE_ITERATIONS = 2_000_000
 OUTCOMES = ("passed", "failed", "error", "skipped", "xfailed", "xpassed", "deselected")
 
 
@@ -96,10 +102,24 @@ def judge(wall_seconds: float, budget_seconds: float, workers: int,
     return Verdict(True, True, "\n".join(lines))
 
 
+def host_probe_ms() -> float:
+    """The best of three timings of the same pure-Python loop, in milliseconds: about
+    250 ms on the 2-core machines the budget was set on, more on a slower or busier host."""
+    def once() -> float:
+        started = time.perf_counter()
+        total = 0
+        for i in range(PROBE_ITERATIONS):
+            total += i * i % 7
+        return time.perf_counter() - started
+    return round(min(once() for _ in range(3)) * 1000, 1)
+
+
 def report(wall_seconds: float, workers: int, counts: dict[str, int], budget: float,
-           verdict: Verdict, timings: Sequence[Timing]) -> dict[str, Any]:
+           verdict: Verdict, timings: Sequence[Timing],
+           probes: Sequence[float] = ()) -> dict[str, Any]:
     return {
         "wall_seconds": round(wall_seconds, 1),
+        "host_probe_ms": list(probes),
         "workers": workers,
         "counts": counts,
         "budget_seconds": budget,
@@ -120,6 +140,7 @@ class SuiteReport:
         self.started = time.monotonic()
         self.timings: list[Timing] = []
         self.verdict: Verdict | None = None
+        self.probes = [host_probe_ms()]
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.timings.append(Timing(report.nodeid, report.when or "", report.duration))
@@ -140,9 +161,11 @@ class SuiteReport:
                                config.option.keyword, config.option.markexpr)
         budget = load_budget(root / "pyproject.toml")
         self.verdict = judge(wall, budget, workers, subset, self.timings)
+        self.probes.append(host_probe_ms())
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.path.write_text(json.dumps(
-            report(wall, workers, counts, budget, self.verdict, self.timings), indent=2) + "\n")
+            report(wall, workers, counts, budget, self.verdict, self.timings, self.probes),
+            indent=2) + "\n")
         if self.verdict.over_budget and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
@@ -151,4 +174,8 @@ class SuiteReport:
             terminalreporter.write_sep("=", "suite budget", red=self.verdict.over_budget,
                                        green=not self.verdict.over_budget)
             terminalreporter.write_line(self.verdict.message)
+            start, end = self.probes[0], self.probes[-1]
+            terminalreporter.write_line(
+                f"host probe: {start:.0f} ms at the start, {end:.0f} ms at the end (a fixed "
+                "pure-Python loop; larger on a slower host)")
             terminalreporter.write_line(f"(written to {self.path})")

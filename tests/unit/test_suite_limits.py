@@ -5,6 +5,7 @@ pytest-xdist; and the whole-suite budget check's decision."""
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -148,3 +149,7 @@ def test_a_run_under_xdist_writes_every_workers_tests_to_the_suite_report(tmp_pa
             "test_a_whole_parallel_run_over_budget_fails_naming_budget_time_and_ten_slowest",
             "test_a_whole_parallel_run_within_budget_passes")}
     assert "suite budget not judged" in run.stdout
+    # the host's speed at the start and the end, to tell a slower host from a slower suite
+    assert len(suite["host_probe_ms"]) == 2
+    assert all(ms > 0 for ms in suite["host_probe_ms"])
+    assert re.search(r"host probe: \d+ ms at the start, \d+ ms at the end", run.stdout)
