@@ -103,8 +103,8 @@ def judge(wall_seconds: float, budget_seconds: float, workers: int,
 
 
 def host_probe_ms() -> float:
-    """The best of three timings of the same pure-Python loop, in milliseconds: about
-    250 ms on the 2-core machines the budget was set on, more on a slower or busier host."""
+    """The best of three timings of the same pure-Python loop, in milliseconds (245 ms on
+    the slower day in pyproject.toml's budget comment); more on a slower or busier host."""
     def once() -> float:
         started = time.perf_counter()
         total = 0
