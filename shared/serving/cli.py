@@ -170,10 +170,9 @@ def cmd_upload(args: argparse.Namespace) -> int:
             raise PermanentError(f"say the {key}: --{key} or in --manifest", field=key)
     if args.deployment:
         fields["deployment"] = args.deployment
-    if args.gpu:
-        fields["accelerator"] = {"gpu": {"type": args.gpu, "count": args.gpu_count}}
-    if args.tpu:
-        fields["accelerator"] = {"tpu": args.tpu}
+    chosen = accelerator(args.gpu, args.gpu_count, args.tpu)
+    if chosen is not None:
+        fields["accelerator"] = chosen
     if args.min_replicas or args.max_replicas:
         low = args.min_replicas or 1
         fields["replicas"] = {"min": low, "max": max(args.max_replicas or low, low)}
@@ -188,9 +187,28 @@ def cmd_upload(args: argparse.Namespace) -> int:
     return 0
 
 
+def accelerator(gpu: str | None, gpu_count: int | None,
+                tpu: str | None) -> dict[str, Any] | None:
+    """The manifest's ``accelerator`` from the upload flags, or None to keep the one in
+    ``--manifest``. A flag that would be dropped is refused rather than ignored."""
+    from shared.errors import PermanentError
+
+    if gpu and tpu:
+        raise PermanentError("say one accelerator: --gpu (Triton) or --tpu (Saxml), not both",
+                             field="--tpu")
+    if gpu_count is not None and not gpu:
+        raise PermanentError("--gpu-count needs --gpu, the GPU type it counts",
+                             field="--gpu-count")
+    if gpu:
+        return {"gpu": {"type": gpu, "count": 1 if gpu_count is None else gpu_count}}
+    if tpu:
+        return {"tpu": tpu}
+    return None
+
+
 def add_commands(sub: Any) -> None:
     models = sub.add_parser(
-        "models", help="served models: list, status, rollback",
+        "models", help="served models: list, status, rollback, upload",
         description="Reads the rollout ledgers in the serving namespace of the cluster named "
                     "by the environment (KUBECONFIG or ACCELOPS_PROJECT/LOCATION/CLUSTER).")
     actions = models.add_subparsers(dest="models_command", required=True, metavar="ACTION")
@@ -217,7 +235,8 @@ def add_commands(sub: Any) -> None:
     upload.add_argument("--version", help="v<N> or <N>")
     upload.add_argument("--deployment", help="the Deployment to serve it (default: the model)")
     upload.add_argument("--gpu", help="GPU type, e.g. nvidia-l4 (Triton; the default)")
-    upload.add_argument("--gpu-count", type=int, default=1)
+    upload.add_argument("--gpu-count", type=int,
+                        help="GPUs per replica, with --gpu (default 1)")
     upload.add_argument("--tpu", help="TPU type from `accelops catalogue` (Saxml)")
     upload.add_argument("--min-replicas", type=int)
     upload.add_argument("--max-replicas", type=int)
