@@ -1,8 +1,8 @@
 """User-supplied JSON, decoded within explicit limits.
 
 Whoever can publish to a topic controls every byte a function parses, so the limits
-are part of the public contract (docs/guides/submit-jobs.md, "Limits on what a
-message may hold") and are checked before any expensive work: size before decoding,
+are part of the public contract (docs/architecture/job-requests.md, "Limits on what
+a message may hold") and are checked before any expensive work: size before decoding,
 structure before validation, validation before any I/O.
 
 Two steps, both pure:

@@ -30,7 +30,7 @@ from tests.fuzz.strategies import (
 pytestmark = pytest.mark.fuzz
 
 _ids = itertools.count(1)
-REQUEST_LIMIT = 256 * 1024  # docs/guides/submit-jobs.md: a job request is at most 256 KiB
+REQUEST_LIMIT = 256 * 1024  # docs/architecture/job-requests.md: a job request is at most 256 KiB
 DEFAULTS = {"command": [], "args": [], "env": {}, "priority": "medium", "max_restarts": 0}
 
 
