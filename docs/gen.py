@@ -160,7 +160,7 @@ def job_request_page(src: SimpleNamespace) -> str:
     schema = json.dumps(request.model_json_schema(), indent=2, sort_keys=True)
     return "".join([
         _HEADER, "# Job request schema\n\n", _cell(inspect.getdoc(request) or ""),
-        " The rules each field follows are in [Job requests](../guides/submit-jobs.md); "
+        " The rules each field follows are in [Submit a training job](../guides/submit-jobs.md); "
         "this is the JSON Schema of `JobRequest`, as pydantic derives it.\n\n",
         "```json\n", schema, "\n```\n"])
 
@@ -168,7 +168,7 @@ def job_request_page(src: SimpleNamespace) -> str:
 def jobs_api_page(src: SimpleNamespace) -> str:
     document = src.openapi_document()
     out = [_HEADER, "# Jobs API reference\n\n", _cell(document["info"]["description"]),
-           " The guide is [The jobs API](../guides/jobs-api.md).\n\n",
+           " The guide is [Use the jobs API](../guides/jobs-api.md).\n\n",
            "| method | path | summary | responses |\n| --- | --- | --- | --- |\n"]
     for path, operations in document["paths"].items():
         for method, operation in operations.items():

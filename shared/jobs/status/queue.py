@@ -180,7 +180,7 @@ def queue_view(workload: Obj | None, *, namespace: str, queue: str, chips: int,
                          message=pending_message(workload) if workload else None)
         return QueueView(info, (f"Its LocalQueue {lq_ref} does not exist, so Kueue cannot "
                                 "admit it: the team's queues are not set up on this cluster "
-                                "(an operator runs `accelops deploy doctor`).",))
+                                "(an operator runs `accelops doctor`).",))
     cq_name = str((local_queue.get("spec") or {}).get("clusterQueue") or "") or None
     message = pending_message(workload) if workload else None
     if cluster_queue is None:
