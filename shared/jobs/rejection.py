@@ -20,7 +20,6 @@ from shared import pubsub
 from shared.errors import PermanentError
 from shared.jobspec.request import REQUEST_LIMITS
 from shared.log import get_logger
-from shared.pubsub import MAX_ATTRIBUTES, valid_attribute_key
 
 if TYPE_CHECKING:
     from shared.config import AccelopsConfig, Settings
@@ -59,8 +58,8 @@ def rejection_record(message: PubSubMessage, error: PermanentError) -> Rejection
         data = data[:REQUEST_LIMITS.max_bytes]
     theirs = {k: v for k, v in message.attributes.items() if k not in RESERVED}
     # Ours first, and room for the count of dropped attributes should there be any.
-    room = MAX_ATTRIBUTES - len(ours) - 1
-    kept = [(k, v) for k, v in theirs.items() if valid_attribute_key(k)][:room]
+    room = pubsub.MAX_ATTRIBUTES - len(ours) - 1
+    kept = [(k, v) for k, v in theirs.items() if pubsub.valid_attribute_key(k)][:room]
     if len(kept) < len(theirs):
         ours["rejection_attributes_dropped"] = str(len(theirs) - len(kept))
     return RejectionRecord(data, {**dict(kept), **ours})
