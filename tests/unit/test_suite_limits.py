@@ -5,8 +5,8 @@ pytest-xdist; and the whole-suite budget check's decision."""
 from __future__ import annotations
 
 import json
-import re
 import os
+import re
 import subprocess
 import sys
 import tomllib
