@@ -94,9 +94,12 @@ class FunctionSpec:
 
     @classmethod
     def of(cls, function: Function) -> FunctionSpec:
+        part = FUNCTION_PARTS.get(function.name)
+        if part is None:
+            raise ValueError(f"function {function.name!r} of shared/deployment/system.py has "
+                             "no sandbox part: add it to FUNCTION_PARTS in sandbox/topology.py")
         return cls(function.name, function.trigger_topic, function.subscription,
-                   function.dead_letter_topic, FUNCTION_PARTS[function.name],
-                   RetrySettings.scaled(function.retry))
+                   function.dead_letter_topic, part, RetrySettings.scaled(function.retry))
 
 
 FUNCTIONS: tuple[FunctionSpec, ...] = tuple(FunctionSpec.of(f) for f in system.FUNCTIONS)

@@ -3,7 +3,11 @@ with the deployment definition (production code carries no sandbox parts)."""
 
 from __future__ import annotations
 
-from sandbox.topology import FUNCTION_PARTS, PARTS, SERVICE_PARTS, SERVICES
+import dataclasses
+
+import pytest
+
+from sandbox.topology import FUNCTION_PARTS, PARTS, SERVICE_PARTS, SERVICES, FunctionSpec
 from shared.deployment import system
 
 
@@ -22,3 +26,13 @@ def test_the_sandbox_serves_each_service_it_runs_by_its_wsgi_app() -> None:
     assert {spec.name for spec in SERVICES} == {
         name for name, part in SERVICE_PARTS.items() if part is not None}
     assert all(wsgi[spec.name] == spec.wsgi_app for spec in SERVICES)
+
+
+def test_a_function_without_a_sandbox_part_is_refused_naming_where_to_add_it() -> None:
+    known = system.FUNCTIONS[0]
+    newcomer = dataclasses.replace(known, name="heartbeat")
+
+    with pytest.raises(ValueError, match=r"'heartbeat'.*add it to FUNCTION_PARTS in "
+                                         r"sandbox/topology\.py"):
+        FunctionSpec.of(newcomer)
+    assert FunctionSpec.of(known).part == FUNCTION_PARTS[known.name]
