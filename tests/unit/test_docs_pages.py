@@ -56,3 +56,12 @@ def test_the_readme_and_contributing_links_reach_files_in_the_repository():
         missing = sorted(t for t in targets if not (REPO / t).exists())
         assert targets, name
         assert not missing, f"{name} links to missing files: {missing}"
+
+
+def test_the_docs_build_fails_on_a_warning_and_hides_none() -> None:
+    # mkdocs' --quiet drops warnings before --strict counts them: with it, a build with
+    # broken links passes.
+    recipe = [line for line in (REPO / "Makefile").read_text("utf-8").splitlines()
+              if "mkdocs build" in line]
+    assert recipe
+    assert all("--strict" in line and "--quiet" not in line for line in recipe)
