@@ -42,20 +42,21 @@ def generate(root: Path, *, check: bool) -> list[str]:
     """Write (or, with check, compare) every generated file under the repository
     ``root``; returns the paths that were (or would be) changed."""
     from shared.deployment.manifests import BASE_DIR, base_files
-    from shared.deployment.readme import PAGE, replace_block
+    from shared.deployment.readme import BLOCKS, replace_block
     from shared.deployment.terraform import GENERATED_DIR, generated_files
 
     changed: list[str] = []
     for directory, files in ((GENERATED_DIR, generated_files()), (BASE_DIR, base_files())):
         changed += [f"{directory}/{name}"
                     for name in write_files(root / directory, files, check=check)]
-    page = root / PAGE
-    if page.is_file():
-        text = page.read_text("utf-8")
-        if (fresh := replace_block(text)) != text:
-            changed.append(PAGE)
-            if not check:
-                page.write_text(fresh, "utf-8")
+    for block in BLOCKS:
+        page = root / block.page
+        if page.is_file():
+            text = page.read_text("utf-8")
+            if (fresh := replace_block(text, block)) != text:
+                changed.append(block.page)
+                if not check:
+                    page.write_text(fresh, "utf-8")
     return changed
 
 

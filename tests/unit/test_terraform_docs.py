@@ -1,10 +1,6 @@
 """terraform/README.md agrees with the code: every module is described, every inline
 checkov skip is listed with the same reason, and the least-privilege table is the
-definition's grants, row for row.
-
-`python -m tests.unit.test_terraform_docs` prints the least-privilege table to paste
-between the README's markers after the definition changes.
-"""
+definition's grants, row for row (`accelops deploy generate` rewrites it)."""
 
 from __future__ import annotations
 
@@ -12,58 +8,14 @@ import json
 import re
 from typing import Any
 
+from shared.deployment.readme import TERRAFORM_BEGIN as BEGIN
+from shared.deployment.readme import TERRAFORM_END as END
+from shared.deployment.readme import least_privilege_table
 from tests.unit.test_terraform_modules import GENERATED, TERRAFORM, module_dirs, tf_files
 
 README = TERRAFORM / "README.md"
-BEGIN = "<!-- BEGIN least-privilege: generated from terraform/generated/system.json -->"
-END = "<!-- END least-privilege -->"
-
 _SKIP = re.compile(r"#\s*checkov:skip=(CKV2?_[A-Z0-9]+_\d+):(.*)$")
 _RESOURCE = re.compile(r'^resource\s+"([\w-]+)"\s+"([\w-]+)"')
-
-_SCOPES = {
-    "project": "project",
-    "cluster": "project, held to the accelops cluster by an IAM condition",
-    "scheduled_clusters": "project, held to each cluster pool_schedule acts on by an IAM condition",
-    "config_bucket": "config bucket",
-    "models_bucket": "models bucket",
-    "releases_bucket": "releases bucket (the models bucket unless one is named)",
-    "sax_bucket": "Sax bucket",
-    "node_service_account": "node service account (the team config's slices.node_service_account)",
-}
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def least_privilege_table(system: dict[str, Any]) -> str:
-    """The definition's grants as a Markdown table: one row per account and role."""
-    rows = ["| service account | runs | role | on | why |",
-            "| --- | --- | --- | --- | --- |"]
-    kinds = (("function", system["functions"]), ("service", system["services"]),
-             ("workload identity", system["serving"]["workload_identities"]))
-    for kind, items in kinds:
-        for name, spec in items.items():
-            for grant in spec["grants"]:
-                role = grant["role"]
-                if role in system["custom_roles"]:
-                    permissions = ", ".join(system["custom_roles"][role]["permissions"])
-                    role_text = f"`{role}` (custom: {permissions})"
-                else:
-                    role_text = f"`{role}`"
-                if grant["scope"] == "topic":
-                    on = f"topic `{grant['target']}`"
-                elif grant["scope"] == "table":
-                    on = f"table `{system['bigquery']['dataset_id']}.{grant['target']}`"
-                elif grant["scope"] == "dataset":
-                    on = f"dataset `{system['bigquery']['dataset_id']}`"
-                else:
-                    on = _SCOPES[grant["scope"]]
-                rows.append(f"| `{spec['service_account_id']}` | {kind} `{name}` | {role_text} "
-                            f"| {on} | {_cell(grant['why'])} |")
-    return "\n".join(rows)
-
 
 def inline_skips() -> set[tuple[str, str, str]]:
     """(check id, `module` `type.name`, reason) of every #checkov:skip in the HCL."""
@@ -110,8 +62,7 @@ def test_the_least_privilege_table_is_the_definitions_grants() -> None:
     table = text.split(BEGIN, 1)[1].split(END, 1)[0].strip()
     expected = least_privilege_table(_system())
     assert table == expected, (
-        "terraform/README.md's least-privilege table is stale; replace it with the output of "
-        "`python -m tests.unit.test_terraform_docs`")
+        "terraform/README.md's least-privilege table is stale; run `accelops deploy generate`")
 
 
 def test_the_readme_describes_every_module_and_how_the_inputs_are_made() -> None:
@@ -125,9 +76,3 @@ def test_the_readme_describes_every_module_and_how_the_inputs_are_made() -> None
 def test_the_readme_lists_no_checkov_skip_that_is_not_a_table_row() -> None:
     ids_in_text = set(re.findall(r"CKV2?_[A-Z0-9]+_\d+", README.read_text("utf-8")))
     assert ids_in_text == {row[0] for row in readme_skips()}
-
-
-if __name__ == "__main__":
-    print(BEGIN)
-    print(least_privilege_table(_system()))
-    print(END)
