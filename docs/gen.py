@@ -13,6 +13,7 @@ import ast
 import inspect
 import json
 import os
+import re
 import sys
 import textwrap
 import tomllib
@@ -45,8 +46,16 @@ def _sources() -> SimpleNamespace:
                            openapi_document=openapi_document)
 
 
+_ROLE = re.compile(r":(?:class|func|data|meth|attr|mod|exc):`~?([^`]+)`")
+
+
+def _markdown(text: str) -> str:
+    """A docstring's reStructuredText roles and double backquotes as Markdown code."""
+    return _ROLE.sub(r"`\1`", text).replace("``", "`")
+
+
 def _cell(text: str) -> str:
-    return " ".join(text.split()).replace("|", "\\|")
+    return " ".join(_markdown(text).split()).replace("|", "\\|")
 
 
 def _field_comments(cls: type) -> dict[str, str]:
@@ -191,7 +200,9 @@ def errors_page(src: SimpleNamespace) -> str:
            "| error | is a | event | logged at | meaning |\n| --- | --- | --- | --- | --- |\n"]
     for cls in classes:
         base = cls.__mro__[1].__name__
-        event = "retried (then dead-lettered)" if cls.retry else "acknowledged"
+        event = ("answered 400 (a push sender retries, then dead-letters)"
+                 if issubclass(cls, errors.InvalidEventError)
+                 else "retried (then dead-lettered)" if cls.retry else "acknowledged")
         out.append(f"| `{cls.__name__}` | `{base}` | {event} | {cls.severity.upper()} | "
                    f"{_cell(inspect.getdoc(cls) or '')} |\n")
     return "".join(out)
