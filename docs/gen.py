@@ -196,6 +196,8 @@ def errors_page(src: SimpleNamespace) -> str:
     classes = [getattr(errors, name) for name in errors.__all__]
     classes.sort(key=lambda cls: [c.__name__ for c in reversed(cls.__mro__[:-3])])
     out = [_HEADER, "# Acknowledge or retry: the error classes\n\n",
+           "What each error a handler raises does to the event, for contributors choosing "
+           "one and operators reading a log. ",
            _cell(inspect.getdoc(errors) or ""), "\n\n",
            "| error | is a | event | logged at | meaning |\n| --- | --- | --- | --- | --- |\n"]
     for cls in classes:
@@ -212,6 +214,7 @@ def contracts_page(_src: SimpleNamespace) -> str:
     settings = tomllib.loads((ROOT / "pyproject.toml").read_text("utf-8"))["tool"][
         "importlinter"]
     out = [_HEADER, "# Import contracts\n\n",
+           "Which modules may import which, for contributors placing new code; "
            "`make lint` runs import-linter (`lint-imports`) with these contracts from "
            "pyproject.toml's `[tool.importlinter]`; root packages: "
            f"{', '.join(f'`{p}`' for p in settings['root_packages'])}. "

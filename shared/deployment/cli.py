@@ -134,7 +134,12 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     render.set_defaults(func=cmd_render)
 
     doctor = sub.add_parser(
-        "doctor", help="check a deployment from outside and print each problem with its fix")
+        "doctor", help="check a deployment from outside and print each problem with its fix",
+        description="Checks the deployment the config and project name, as built from the "
+                    "deployment definition: topics and push subscriptions, each team's "
+                    "namespace and Kueue queues, the serving namespace, each function's "
+                    "Kubernetes permissions (by SubjectAccessReview) and the BigQuery "
+                    "tables. Prints each problem with its fix; exits 1 when there is one.")
     doctor.add_argument("--config", help="team config YAML (default: $ACCELOPS_CONFIG)")
     doctor.add_argument("--project", help="default: $ACCELOPS_PROJECT")
     doctor.set_defaults(func="shared.deployment.doctor:main")

@@ -18,9 +18,9 @@ def add_usage_command(jobs: Any) -> None:
     """Register ``usage`` under the ``accelops jobs`` subcommands."""
     usage = jobs.add_parser(
         "usage", help="each team's chip-hours today and this week against its budget",
-        description="Reads the usage team_usage caches in the cluster (ConfigMap "
-                    "accelops-team-usage) and says whether each team's next request would "
-                    "be admitted.")
+        description="Reads each team's usage as the team_usage function last cached it "
+                    "in the cluster (ConfigMap accelops-team-usage in accelops-system) and "
+                    "says whether the team's next request would be admitted.")
     usage.add_argument("--config", help="config YAML (default: $ACCELOPS_CONFIG)")
     usage.set_defaults(func=cmd_jobs_usage)
 
