@@ -306,9 +306,24 @@ def test_a_rejection_row_is_explained_by_the_field_and_rule_it_broke():
     assert (status.state, status.jobset) == ("rejected", None)
     assert status.rejection is not None
     assert (status.rejection.field, status.rejection.rule) == ("tpu.type", "tpu.type.known")
-    assert status.explanation[:2] == [
+    assert status.explanation == [
         "Rejected at 2026-11-23 09:00:00 UTC by submit_job: unknown TPU type 'v9-8'",
-        "The field tpu.type broke the rule tpu.type.known."]
+        "The field tpu.type broke the rule tpu.type.known.",
+        # submit_job made no JobSet, and only a JobSet holds a request id.
+        "Nothing was created for it, so its request id is still free: once what refused it "
+        "is fixed, publish the request again, under the same request id or a new one."]
+
+
+def test_a_request_refused_for_its_request_id_is_told_to_use_a_new_one():
+    status = explain_rejection({
+        "request_id": "rid-42", "team": "research",
+        "reason": "request id 'rid-42' was already used for a different request "
+                  "(JobSet research/train-6da1625a)",
+        "field": "request_id", "rule": "must be unique per distinct request",
+        "at": datetime(2026, 11, 23, 9, 0, tzinfo=UTC)})
+
+    assert status.explanation[-1] == ("Nothing was created for it. Publish it again under a "
+                                      "new request id.")
 
 
 def test_list_lines_and_status_agree_and_survive_a_json_round_trip():

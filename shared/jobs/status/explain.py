@@ -211,8 +211,14 @@ def explain_rejection(row: Mapping[str, Any]) -> JobStatus:
     if field_name:
         lines.append(f"The field {field_name} broke the rule "
                      f"{rule or '(not named)'}.")
-    lines.append("Nothing was created for it. Fix the request and publish it again "
-                 "(a fixed request needs a new request id).")
+    if field_name == "request_id":
+        # The id is another job's, or is not a valid id: it cannot be used again.
+        lines.append("Nothing was created for it. Publish it again under a new request id.")
+    else:
+        # Only a JobSet holds a request id, and none was made: the id is still free.
+        lines.append("Nothing was created for it, so its request id is still free: once "
+                     "what refused it is fixed, publish the request again, under the same "
+                     "request id or a new one.")
     tpu_type = row.get("tpu_type")
     return JobStatus(
         request_id=str(row.get("request_id", "")), jobset=None, team=row.get("team"),
