@@ -12,7 +12,6 @@ from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any, Literal, TypeVar
 
-from shared import bigquery
 from shared.errors import NotFoundError
 from shared.metrics.loadtest.model import (
     BaselineChoice,
@@ -22,7 +21,7 @@ from shared.metrics.loadtest.model import (
     SeriesPoint,
     TestSummary,
 )
-from shared.metrics.names import Names, names_from_env
+from shared.metrics.reader import DatasetReader
 
 __all__ = ["BigQueryMetrics"]
 
@@ -47,24 +46,11 @@ def _typed(cls: type[_Row], row: dict[str, Any]) -> _Row:
     return cls(**values)
 
 
-class BigQueryMetrics:
+class BigQueryMetrics(DatasetReader):
     """The views of one dataset, read with parameterised queries."""
 
-    def __init__(self, names: Names) -> None:
-        self.names = names
-        self.queries = 0
-
-    @classmethod
-    def from_env(cls) -> BigQueryMetrics:
-        """From ``ACCELOPS_PROJECT`` and the config's ``metrics`` section.
-
-        Raises ConfigError when ``ACCELOPS_PROJECT`` is unset.
-        """
-        return cls(names_from_env())
-
     def _query(self, sql: str, **params: Any) -> list[dict[str, Any]]:
-        self.queries += 1
-        return bigquery.query(self.names.project, sql, params)
+        return self._rows(sql, params)
 
     def _of_tests(self, view: str, test_ids: Sequence[str], order: str) -> list[dict[str, Any]]:
         if not test_ids:

@@ -13,8 +13,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import Any, Protocol
 
-from shared import bigquery
-from shared.metrics.names import Names, names_from_env
+from shared.metrics.reader import DatasetReader
 from shared.metrics.savings.sql import POOL_SAVINGS_DAILY
 from shared.metrics.window import first_day
 
@@ -77,25 +76,11 @@ def totals(rows: Iterable[PoolSavings]) -> tuple[list[SavingsTotal], SavingsTota
                                   sum(t.accelerator_hours_saved for t in per_pool))
 
 
-class BigQuerySavings:
+class BigQuerySavings(DatasetReader):
     """``pool_savings_daily`` of one dataset, read with a parameterised query."""
 
-    def __init__(self, names: Names) -> None:
-        self.names = names
-        self.queries = 0
-
-    @classmethod
-    def from_env(cls) -> BigQuerySavings:
-        """From ``ACCELOPS_PROJECT`` and the config's ``metrics`` section.
-
-        Raises ConfigError when ``ACCELOPS_PROJECT`` is unset.
-        """
-        return cls(names_from_env())
-
     def pool_savings(self, since: timedelta) -> list[PoolSavings]:
-        self.queries += 1
-        rows = bigquery.query(
-            self.names.project,
+        rows = self._rows(
             f"SELECT * FROM {self.names.sql(POOL_SAVINGS_DAILY)} "
             "WHERE day >= CAST(@first_day AS DATE) "
             "ORDER BY day, team, project, location, cluster, pool, accelerator_type",

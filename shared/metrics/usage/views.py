@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from typing import Any, Protocol
 
-from shared import bigquery
-from shared.metrics.names import Names, names_from_env
+from shared.metrics.reader import DatasetReader
 from shared.metrics.usage.sql import JOB_LIFECYCLE, JOB_USAGE_DAILY
 from shared.metrics.window import first_day
 
@@ -141,25 +140,9 @@ def totals(rows: Iterable[JobUsage]) -> tuple[list[UsageTotal], UsageTotal]:
 _USAGE_ORDER = "ORDER BY day, team, tpu_type"
 
 
-class BigQueryJobs:
+class BigQueryJobs(DatasetReader):
     """``job_usage_daily`` and ``job_lifecycle`` of one dataset, read with parameterised
     queries; ``queries`` counts them."""
-
-    def __init__(self, names: Names) -> None:
-        self.names = names
-        self.queries = 0
-
-    @classmethod
-    def from_env(cls) -> BigQueryJobs:
-        """From ``ACCELOPS_PROJECT`` and the config's ``metrics`` section.
-
-        Raises ConfigError when ``ACCELOPS_PROJECT`` is unset.
-        """
-        return cls(names_from_env())
-
-    def _query(self, sql: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-        self.queries += 1
-        return bigquery.query(self.names.project, sql, params)
 
     def job_usage(self, since: timedelta, team: str | None = None) -> list[JobUsage]:
         params: dict[str, Any] = {"first_day": first_day(since).isoformat()}
@@ -167,7 +150,7 @@ class BigQueryJobs:
         if team is not None:
             params["team"] = team
             where += " AND team = @team"
-        rows = self._query(f"SELECT * FROM {self.names.sql(JOB_USAGE_DAILY)} "
+        rows = self._rows(f"SELECT * FROM {self.names.sql(JOB_USAGE_DAILY)} "
                            f"WHERE {where} {_USAGE_ORDER}", params)
         return [_usage(row) for row in rows]
 
@@ -180,7 +163,7 @@ class BigQueryJobs:
         if team is not None:
             params["team"] = team
             where += " AND team = @team"
-        rows = self._query(f"""SELECT * FROM (
+        rows = self._rows(f"""SELECT * FROM (
   SELECT
     request_id, team, tpu_type, jobset, submitted_at, admitted_at,
     IFNULL(queue_wait_seconds,
