@@ -6,14 +6,13 @@ account and role as Terraform binds them. Pure."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from shared.deployment import system
 from shared.deployment.model import Function, Grant, Service, WorkloadIdentity
-from shared.deployment.terraform import generated_files
+from shared.deployment.terraform import system_document
 
 __all__ = ["BEGIN", "BLOCKS", "END", "PAGE", "TERRAFORM_README", "Block",
            "least_privilege_table", "permissions_table", "replace_block"]
@@ -111,8 +110,8 @@ _TERRAFORM_SCOPES = {
 
 def least_privilege_table(document: dict[str, Any] | None = None) -> str:
     """The definition's grants as Terraform binds them (``document``: the generated
-    system.json; default: rendered now), one row per account and role."""
-    document = document or json.loads(generated_files()["system.json"])
+    system.json's; default: the definition's now), one row per account and role."""
+    document = document or system_document()
     rows = ["| service account | runs | role | on | why |",
             "| --- | --- | --- | --- | --- |"]
     dataset = document["bigquery"]["dataset_id"]

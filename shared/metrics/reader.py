@@ -28,4 +28,4 @@ class DatasetReader:
 
     def _rows(self, sql: str, params: dict[str, Any] | None = None) -> list[dict[str, Any]]:
         self.queries += 1
-        return bigquery.query(self.names.project, sql, params or {})
+        return bigquery.query(self.names.project, sql, params)
