@@ -55,6 +55,7 @@ __all__ = [
     "DEPLOYMENTS",
     "EVENTS",
     "HORIZONTAL_POD_AUTOSCALERS",
+    "HTTPROUTES",
     "JOBSETS",
     "LEASES",
     "NAMESPACES",
@@ -113,6 +114,8 @@ REPLICA_SETS = Resource("apps", "v1", "replicasets")
 HORIZONTAL_POD_AUTOSCALERS = Resource("autoscaling", "v2", "horizontalpodautoscalers")
 # Google Cloud Managed Service for Prometheus scrape configuration.
 POD_MONITORINGS = Resource("monitoring.googleapis.com", "v1", "podmonitorings")
+# The Gateway API, which GKE serves once enabled on the cluster.
+HTTPROUTES = Resource("gateway.networking.k8s.io", "v1", "httproutes")
 WORKLOADS = Resource("kueue.x-k8s.io", "v1beta1", "workloads")
 SUBJECT_ACCESS_REVIEWS = Resource("authorization.k8s.io", "v1", "subjectaccessreviews",
                                   namespaced=False)

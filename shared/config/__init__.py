@@ -14,6 +14,7 @@ library: features read it, it imports none of them.
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import threading
@@ -41,6 +42,8 @@ from shared.errors import ConfigError, PermanentError
 __all__ = [
     "MAX_TEAM_NAME",
     "AccelopsConfig",
+    "CanaryPolicy",
+    "CanarySteps",
     "JobsApiConfig",
     "MetricsConfig",
     "ServingConfig",
@@ -269,6 +272,46 @@ class MetricsConfig(BaseModel):
     partition_expiration_days: Annotated[int, Field(ge=1)] | None = None
 
 
+def _canary_steps(steps: tuple[int, ...]) -> tuple[int, ...]:
+    if not steps or steps[-1] != 100:
+        raise ValueError("steps must end at 100 (the last step is the promotion)")
+    if any(b <= a for a, b in itertools.pairwise(steps)):
+        raise ValueError(f"steps must rise: {list(steps)}")
+    return steps
+
+
+CanarySteps = Annotated[tuple[Annotated[int, Field(ge=1, le=100)], ...],
+                        Field(min_length=1, max_length=10), AfterValidator(_canary_steps)]
+
+
+class CanaryPolicy(BaseModel):
+    """How a new Triton release earns its traffic (shared/serving/canary.py).
+
+    The release takes ``steps`` percent of the model's requests in turn; each step is
+    held at least ``min_seconds`` and until the release has answered ``min_requests``,
+    then its error rate and p99 latency, read from the servers' own metrics, are
+    compared with the release that serves: within the SLO it moves on (the last step,
+    100, is the promotion); outside it, it is rolled back. ``steps: [100]`` switches at
+    once, as soon as the release is ready. A deploy.yaml's ``canary`` section
+    overrides any of these for its model.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    steps: CanarySteps = (5, 25, 50, 100)
+    # Managed Prometheus scrapes every 15 s: a step needs several scrapes to count.
+    min_seconds: Annotated[float, Field(ge=0, le=86400)] = 120.0
+    min_requests: Annotated[int, Field(ge=1, le=10_000_000)] = 100
+    # Error rate may exceed the serving release's by at most this (0.01: one point).
+    max_error_rate_increase: Annotated[float, Field(ge=0, le=1)] = 0.01
+    # p99 may be at most this times the serving release's p99, plus the slack below
+    # (latency histograms have buckets: two fast releases can differ by a bucket).
+    max_p99_ratio: Annotated[float, Field(ge=1, le=100)] = 1.5
+    p99_slack_ms: Annotated[float, Field(ge=0, le=600_000)] = 10.0
+    # An absolute bound on p99 too, whatever the serving release does.
+    max_p99_ms: Annotated[float, Field(gt=0, le=600_000)] | None = None
+
+
 class ServingConfig(BaseModel):
     """Where and how deploy_model serves uploaded models (shared/serving)."""
 
@@ -294,6 +337,11 @@ class ServingConfig(BaseModel):
     max_restarts: Annotated[int, Field(ge=1, le=100)] = 2
     # Rollouts kept per model in its ledger (oldest dropped first).
     history: Annotated[int, Field(ge=2, le=200)] = 20
+    # How a new release is given traffic and judged before it serves alone.
+    canary: CanaryPolicy = Field(default_factory=CanaryPolicy)
+    # A release taken out of the route keeps its pods this long before they are
+    # deleted: the Gateway's load balancers learn of a weight change asynchronously.
+    retire_after_seconds: Annotated[float, Field(ge=0, le=3600)] = 60.0
 
     @field_validator("namespace", "triton_service_account", "saxml_service_account")
     @classmethod

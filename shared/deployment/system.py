@@ -321,18 +321,28 @@ FUNCTIONS: tuple[Function, ...] = (
             KubeRule("", ("configmaps",), ("list", "get", "update"), "serving_namespace",
                      "find the rollouts in progress and record their outcome in each "
                      "model's ledger (shared/serving/ledger.py)"),
-            KubeRule("apps", ("deployments",), ("get", "create", "patch"),
+            KubeRule("apps", ("deployments",), ("get", "create", "patch", "delete"),
                      "serving_namespace",
-                     "read a rollout's progress (shared/serving/triton_rollout.py observe); roll "
-                     "back by applying the previous release again (apply_release)"),
-            KubeRule("", ("services",), _APPLY_NEW, "serving_namespace",
-                     "roll back: apply the previous release's Service again"),
-            KubeRule("autoscaling", ("horizontalpodautoscalers",), _APPLY_NEW,
+                     "read a release's progress (shared/serving/triton_rollout.py observe); "
+                     "delete a retired release's Deployment (retire_due); apply the serving "
+                     "release's own Deployment when finishing a rollback begun before "
+                     "releases had one"),
+            KubeRule("", ("services",), ("get", "create", "patch", "delete"),
                      "serving_namespace",
-                     "roll back: apply the previous release's HorizontalPodAutoscaler again"),
+                     "delete a retired release's Service; apply the serving release's "
+                     "(as for Deployments)"),
+            KubeRule("autoscaling", ("horizontalpodautoscalers",),
+                     ("get", "create", "patch", "delete"), "serving_namespace",
+                     "delete a retired release's HorizontalPodAutoscaler; apply the serving "
+                     "release's (as for Deployments)"),
             KubeRule("monitoring.googleapis.com", ("podmonitorings",), _APPLY_NEW,
                      "serving_namespace",
-                     "roll back: apply the previous release's PodMonitoring again"),
+                     "apply the model's PodMonitoring with the serving release's objects"),
+            KubeRule("gateway.networking.k8s.io", ("httproutes",), ("get", "create", "patch"),
+                     "serving_namespace",
+                     "point each model's HTTPRoute at its releases by weight: the canary's "
+                     "steps, promotion and rollback (shared/serving/triton_rollout.py "
+                     "set_route)"),
             KubeRule("", ("pods",), ("list",), "serving_namespace",
                      "restarts and readiness of a new release's Triton pods "
                      "(shared/serving/triton_rollout.py)"),

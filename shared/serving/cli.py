@@ -56,7 +56,7 @@ def cmd_list(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from shared.errors import NotFoundError
     from shared.serving.ledger import load_ledger
-    from shared.serving.operator import summarise
+    from shared.serving.operator import canary_in_words, summarise
 
     config, kube = _context(args)
     ledger = load_ledger(kube, config.serving.namespace, args.model)
@@ -71,6 +71,8 @@ def cmd_status(args: argparse.Namespace) -> int:
     current = ledger.find(ledger.current)
     if ledger.server == "saxml" and current is not None:
         _print_servers(config, current)
+    for line in canary_in_words(ledger):
+        print(line)
     print()
     rows = [("VERSION", "KIND", "STATE", "STARTED", "FINISHED", "RELEASE", "DETAIL")]
     for r in reversed(ledger.rollouts):

@@ -11,11 +11,18 @@ update — the loser retries.
 
 States::
 
-    starting → rolling-out → ready
-                           ↘ rolling-back → rolled-back   (the previous one serves)
+    starting → rolling-out → canary → ready
+                           ↘ ready                         (nothing served before it)
+                           ↘ rolled-back  (it failed or missed its SLO; the previous serves)
                            ↘ failed                        (nothing to go back to)
     rejected                (a bad manifest or missing/mismatched files; nothing deployed)
     superseded              (a newer upload or a rollback replaced it mid-rollout)
+
+(``rolling-back`` is what a ledger written before releases had Deployments of their own
+may still hold: that release is applied again and watched until it serves.)
+
+Releases taken out of a model's route are listed in ``retiring`` until their objects
+are deleted, a while later (``serving.retire_after_seconds``).
 
 A Saxml version that serves also carries ``servers`` (:mod:`shared.serving.servers`):
 its model servers running and ready, their crashes and any loss of the whole set,
@@ -34,6 +41,7 @@ from shared import configmaps
 from shared.configmaps import StoredConfigMap
 from shared.errors import ConflictError, TransientError
 from shared.kube import KubeClient
+from shared.serving.canary import CanaryState
 from shared.serving.servers import Servers
 
 __all__ = [
@@ -42,6 +50,7 @@ __all__ = [
     "LABEL_MODEL",
     "Ledger",
     "LedgerChangedError",
+    "Retiring",
     "Rollout",
     "State",
     "ledger_name",
@@ -54,10 +63,10 @@ LABEL_LEDGER = "accelops.dev/ledger"
 LABEL_MODEL = "accelops.dev/model"
 _DATA_KEY = "ledger.json"
 
-State = Literal["starting", "rolling-out", "ready", "rolling-back", "rolled-back", "failed",
-                "rejected", "superseded"]
+State = Literal["starting", "rolling-out", "canary", "ready", "rolling-back", "rolled-back",
+                "failed", "rejected", "superseded"]
 # A rollout in one of these states is being watched by reconcile_models.
-ACTIVE_STATES: frozenset[str] = frozenset({"starting", "rolling-out", "rolling-back"})
+ACTIVE_STATES: frozenset[str] = frozenset({"starting", "rolling-out", "canary", "rolling-back"})
 
 
 class LedgerChangedError(TransientError):
@@ -87,10 +96,21 @@ class Rollout(BaseModel):
     serving: str | None = None  # Saxml: the published Sax model name
     # Saxml: what reconcile_models saw of the model servers while this version served.
     servers: Servers | None = None
+    # Triton: the canary's policy, step and decisions, once the release was ready.
+    canary: CanaryState | None = None
 
     @property
     def active(self) -> bool:
         return self.state in ACTIVE_STATES
+
+
+class Retiring(BaseModel):
+    """A release out of the route whose objects are deleted once ``after`` has passed."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    release: str
+    after: float
 
 
 class Ledger(BaseModel):
@@ -107,6 +127,7 @@ class Ledger(BaseModel):
     # The newest manifest generation ever handled for this model (kept when old rollouts
     # are trimmed): a later upload wins, so an older one arriving after it is stale.
     newest_upload: int = 0
+    retiring: list[Retiring] = Field(default_factory=list)
     resource_version: str | None = Field(default=None, exclude=True)
 
     def find(self, rollout_id: str | None) -> Rollout | None:
@@ -145,6 +166,15 @@ class Ledger(BaseModel):
                 self.rollouts[index] = rollout.model_copy(update=changes)
                 return self.rollouts[index]
         raise KeyError(rollout_id)
+
+    def retire(self, release: str, after: float) -> None:
+        """Delete ``release``'s objects once ``after`` has passed (kept once)."""
+        if all(r.release != release for r in self.retiring):
+            self.retiring = [*self.retiring, Retiring(release=release, after=after)]
+
+    def unretire(self, release: str) -> None:
+        """``release`` serves again: keep its objects."""
+        self.retiring = [r for r in self.retiring if r.release != release]
 
     def promote(self, rollout_id: str) -> None:
         """Make a rollout the one that serves; the one before becomes previous."""

@@ -11,6 +11,8 @@
       # tpu: v5litepod-4
     replicas: {min: 1, max: 3}     # the autoscaler's bounds; rollouts start at min
     autoscaling: {metric: nv_inference_pending_request_count, target: 10}   # optional
+    canary: {steps: [10, 50, 100], max_p99_ratio: 1.2}   # Triton, optional: overrides
+                                   # serving.canary of the config for this upload
     files:                         # every artifact below the version directory
       - {path: config.pbtxt, md5: 3f1c...}          # hex or base64; or crc32c
       - {path: model.py, crc32c: AAAAAA==}
@@ -43,7 +45,7 @@ from pydantic import (
     model_validator,
 )
 
-from shared.config import format_validation_error
+from shared.config import CanaryPolicy, CanarySteps, format_validation_error
 from shared.errors import PermanentError
 from shared.jobspec.tpu import lookup
 from shared.serving.convention import (
@@ -201,6 +203,22 @@ class Saxml(_Strict):
             raise ValueError(exc.message) from exc
 
 
+class CanaryOverride(_Strict):
+    """A model's own canary SLO: any field of the config's ``serving.canary``."""
+
+    steps: CanarySteps | None = None
+    min_seconds: Annotated[float, Field(ge=0, le=86400)] | None = None
+    min_requests: Annotated[int, Field(ge=1, le=10_000_000)] | None = None
+    max_error_rate_increase: Annotated[float, Field(ge=0, le=1)] | None = None
+    max_p99_ratio: Annotated[float, Field(ge=1, le=100)] | None = None
+    p99_slack_ms: Annotated[float, Field(ge=0, le=600_000)] | None = None
+    max_p99_ms: Annotated[float, Field(gt=0, le=600_000)] | None = None
+
+    def over(self, defaults: CanaryPolicy) -> CanaryPolicy:
+        """The policy for this upload: the config's, with what this section sets."""
+        return defaults.model_copy(update=self.model_dump(exclude_none=True))
+
+
 class DeployManifest(_Strict):
     """A validated manifest; see the module docstring for the format."""
 
@@ -213,6 +231,7 @@ class DeployManifest(_Strict):
     autoscaling: Autoscaling = Field(default_factory=Autoscaling)
     files: Annotated[tuple[FileEntry, ...], Field(min_length=1, max_length=MAX_FILES)]
     saxml: Saxml | None = None
+    canary: CanaryOverride | None = None
 
     @field_validator("version", mode="before")
     @classmethod
@@ -253,6 +272,10 @@ def _cross_check(manifest: DeployManifest) -> None:
             raise ManifestError(f"{MANIFEST_NAME}: the saxml section is for server: saxml",
                                 field="saxml", rule="only for server: saxml")
         return
+    if manifest.canary is not None:
+        raise ManifestError(f"{MANIFEST_NAME}: the canary section is for server: triton",
+                            field="canary", rule="only for server: triton (a Saxml version "
+                                                 "switches when its servers are ready)")
     if manifest.accelerator.tpu is None:
         raise ManifestError(f"{MANIFEST_NAME}: a Saxml deployment needs accelerator.tpu",
                             field="accelerator.tpu", rule="required for server: saxml")

@@ -20,8 +20,8 @@ from shared.serving.rollout_start import supersede_active
 from shared.serving.servers import Servers
 from shared.serving.triton_rollout import apply_release
 
-__all__ = ["LoadTarget", "ModelSummary", "load_target", "rollback", "servers_in_words",
-           "summarise"]
+__all__ = ["LoadTarget", "ModelSummary", "canary_in_words", "load_target", "rollback",
+           "servers_in_words", "summarise"]
 
 _SERVED = frozenset({"ready"})
 
@@ -74,6 +74,42 @@ def summarise(ledger: Ledger) -> ModelSummary:
         servers=servers_in_words(current.servers) if current is not None else "-")
 
 
+def _clock(epoch: float) -> str:
+    return time.strftime("%H:%M:%S", time.gmtime(epoch))
+
+
+def canary_in_words(ledger: Ledger) -> list[str]:
+    """The newest canary of a model: its step, SLO, the figures it was judged on and
+    every decision that moved it (what ``models status`` prints). Empty when the
+    model has had none."""
+    rollout = next((r for r in reversed(ledger.rollouts) if r.canary is not None), None)
+    if rollout is None or rollout.canary is None:
+        return []
+    canary, policy = rollout.canary, rollout.canary.policy
+    against = ledger.find(canary.against)
+    steps = " → ".join(f"{s}%" for s in policy.steps)
+    where = (f"at {canary.weight}% (step {canary.step + 1} of {len(policy.steps) - 1}) "
+             f"since {_clock(canary.step_started)}" if rollout.state == "canary"
+             else rollout.state)
+    slo = (f"error rate ≤ serving + {policy.max_error_rate_increase:.2%}; p99 ≤ "
+           f"{policy.max_p99_ratio:g}x serving + {policy.p99_slack_ms:g} ms"
+           + (f" and ≤ {policy.max_p99_ms:g} ms" if policy.max_p99_ms else "")
+           + f"; each step ≥ {policy.min_seconds:g} s and ≥ {policy.min_requests} requests")
+    lines = [f"canary      {rollout.version} against "
+             f"{against.version if against else canary.against}: {where} ({steps})",
+             f"slo         {slo}"]
+    if canary.last is not None:
+        last = canary.last
+        lines.append(f"last look   {_clock(last.at)} over {last.window_seconds:.0f} s: new "
+                     f"{last.new.words() if last.new else '-'}; serving "
+                     f"{last.current.words() if last.current else '-'}")
+    for record in canary.decisions:
+        lines.append(f"  {_clock(record.at)}  {record.action:<9} {record.reason} (new "
+                     f"{record.new.words() if record.new else '-'}; serving "
+                     f"{record.current.words() if record.current else '-'})")
+    return lines
+
+
 def _target(ledger: Ledger, to_version: str | None) -> Rollout:
     if to_version is None:
         target = ledger.find(ledger.previous)
@@ -109,7 +145,7 @@ def rollback(kube: KubeClient, config: AccelopsConfig, model: str,
         "id": f"{target.id}-b{count}", "key": f"rollback:{target.id}:{now:.3f}",
         "kind": "rollback", "state": "rolling-out", "started": now, "finished": None,
         "reason": None, "field": None, "rule": None, "progress": "Deployment updated"})
-    supersede_active(ledger, rollout.id, now)
+    supersede_active(ledger, rollout.id, now, config.serving.retire_after_seconds)
     ledger.record(rollout, config.serving.history)
     save_ledger(kube, namespace, ledger)
     apply_release(kube, rollout, config.serving)

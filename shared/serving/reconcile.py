@@ -21,10 +21,11 @@ from shared.config import AccelopsConfig, Settings, load_config_or_retry
 from shared.events import PubSubMessage
 from shared.kube import KubeClient, get_client
 from shared.log import get_logger
+from shared.serving.canary_metrics import prometheus_metrics
 from shared.serving.ledger import Ledger, LedgerChangedError, list_ledgers, save_ledger
 from shared.serving.saxml_rollout import advance_saxml
 from shared.serving.saxml_servers import follow_servers
-from shared.serving.triton_rollout import advance
+from shared.serving.triton_rollout import ReleaseMetrics, advance, retire_due
 
 __all__ = ["ReconcileModelsReport", "on_message", "reconcile_models"]
 
@@ -49,7 +50,13 @@ class ReconcileModelsReport:
                 f"version(s) followed, {len(self.lost)} with their servers lost")
 
 
-def _advance(kube: KubeClient, ledger: Ledger, config: AccelopsConfig, now: float) -> bool:
+def _release_metrics(settings: Settings, config: AccelopsConfig, ledger: Ledger) -> ReleaseMetrics:
+    """A model's releases' figures, from the servers' metrics in Prometheus."""
+    return prometheus_metrics(settings, config.serving, ledger.model)
+
+
+def _advance(kube: KubeClient, ledger: Ledger, config: AccelopsConfig, now: float,
+             settings: Settings) -> bool:
     rollout = ledger.active()
     if rollout is None:
         return False
@@ -67,7 +74,8 @@ def _advance(kube: KubeClient, ledger: Ledger, config: AccelopsConfig, now: floa
     if ledger.server == "saxml":
         return advance_saxml(kube, ledger, rollout, config, now)
 
-    return advance(kube, ledger, rollout, config.serving, now)
+    metrics = _release_metrics(settings, config, ledger) if rollout.state == "canary" else None
+    return advance(kube, ledger, rollout, config.serving, metrics, now)
 
 
 def reconcile_models(settings: Settings | None = None,
@@ -83,7 +91,9 @@ def reconcile_models(settings: Settings | None = None,
         active = ledger.active()
         if active is not None:
             report.watched.append(f"{ledger.model}: {active.state}")
-            changed = _advance(kube, ledger, config, moment)
+            changed = _advance(kube, ledger, config, moment, settings)
+        if ledger.server == "triton" and ledger.retiring:
+            changed = retire_due(kube, ledger, config.serving, moment) or changed
         # After the rollout moved on: a version promoted now is followed from now on.
         # Server times are the cluster's, as the kubelet's timestamps are.
         followed = follow_servers(kube, ledger, config, kube.server_time() or moment)

@@ -34,12 +34,15 @@ class DeployOutcome:
     rollout: str | None = None
 
 
-def supersede_active(ledger: Ledger, keep: str, now: float) -> None:
-    """A newer rollout replaces any that is still in flight."""
+def supersede_active(ledger: Ledger, keep: str, now: float, retire_after: float) -> None:
+    """A newer rollout replaces any that is still in flight; a Triton release's objects
+    are retired (kept while the model's route still sends it requests)."""
     for other in ledger.rollouts:
         if other.active and other.id != keep:
             ledger.update(other.id, state="superseded", finished=now,
                           progress=f"replaced by {keep}")
+            if ledger.server == "triton":
+                ledger.retire(other.id, now + retire_after)
 
 
 def start_rollout(kube: KubeClient, config: AccelopsConfig, ledger: Ledger, rollout: Rollout,
@@ -51,7 +54,7 @@ def start_rollout(kube: KubeClient, config: AccelopsConfig, ledger: Ledger, roll
     objects the API server refuses: nothing serves from such a release, so it is
     refused, not left pending — else None."""
     namespace = config.serving.namespace
-    supersede_active(ledger, rollout.id, rollout.started)
+    supersede_active(ledger, rollout.id, rollout.started, config.serving.retire_after_seconds)
     ledger.record(rollout, config.serving.history)
     save_ledger(kube, namespace, ledger)
     try:

@@ -6,24 +6,28 @@ into a snapshot of its own, a complete model repository::
     gs://RELEASES/releases/<deployment>/<release id>/<model>/config.pbtxt   (pinned)
     gs://RELEASES/releases/<deployment>/<release id>/<model>/<N>/<files...>
 
-and points the Deployment at it. The served config is pinned to version N
-(``version_policy: specific``) and names the model, whatever the upload said, so
-the snapshot serves exactly one version.
+and runs it in a Deployment and Service of its own (``<deployment>-<release id>``).
+The served config is pinned to version N (``version_policy: specific``) and names
+the model, whatever the upload said, so the snapshot serves exactly one version.
 
 **Every replica serves it.** In explicit model-control mode a fresh Triton loads
-nothing unless told; a load request sent through the Service reaches one replica.
+nothing unless told; a load request sent through a Service reaches one replica.
 So nothing is loaded by request: the pod template says ``--load-model=<model>`` on
 the release's repository, and every pod made from it — the first, those the HPA
 adds, those that restart — loads exactly that at start, with ``--exit-on-error``
 so a version that fails to load never reports ready.
 
-**No request lost in a switch.** A new release is a new pod template: a rolling
-update with ``maxUnavailable: 0`` adds a pod, waits for it to be ready (strict
-readiness: ready only when its model is), and only then retires an old one; the
-old pod leaves the Service's endpoints, sleeps in preStop while load balancers
-catch up, and Triton drains in-flight requests on SIGTERM.
+**Traffic moves by weight, not by pods.** Clients reach a model through the
+serving Gateway: the model's HTTPRoute (:mod:`shared.serving.gateway`) sends each
+request to one release's Service, chosen by the route's weights. A new release
+starts with none, takes a canary's share once ready, and all of it once promoted
+(:mod:`shared.serving.canary`); the release it replaced keeps its pods a while
+after its weight went to 0 (load balancers learn of a weight change
+asynchronously), then they sleep in preStop and Triton drains in-flight requests
+on SIGTERM, so no request is lost in a switch.
 
-**Rollback** applies the previous release's template: the same mechanics.
+**Rollback** sets the route back to the release that serves and retires the new
+one; the serving release was never touched.
 """
 
 from __future__ import annotations
@@ -43,7 +47,9 @@ __all__ = [
     "LABEL_SERVER",
     "MODELS_PORT",
     "release_id",
+    "release_name",
     "release_prefix",
+    "release_selector",
     "render_triton",
     "snapshot_names",
 ]
@@ -87,6 +93,16 @@ def snapshot_names(prefix: str, model: str, version: int,
     return names
 
 
+def release_name(deployment: str, rid: str) -> str:
+    """The Deployment, Service and HPA of one release: ``<deployment>-<release id>``,
+    a DNS-1035 label (63 characters at most, kept unique by a hash when cut)."""
+    name = f"{deployment}-{rid}"
+    if len(name) <= 63:
+        return name
+    keep = 63 - len(rid) - 8
+    return f"{deployment[:keep].rstrip('-')}-{short_hash(deployment, length=6)}-{rid}"
+
+
 def _labels(deployment: str, model: str) -> dict[str, str]:
     return {LABEL_SERVER: "triton", LABEL_INSTANCE: deployment, LABEL_MODEL: model,
             LABEL_MANAGED: "accelops"}
@@ -94,6 +110,11 @@ def _labels(deployment: str, model: str) -> dict[str, str]:
 
 def _selector(deployment: str) -> dict[str, str]:
     return {LABEL_SERVER: "triton", LABEL_INSTANCE: deployment}
+
+
+def release_selector(deployment: str, rid: str) -> dict[str, str]:
+    """The pods of one release of ``deployment``."""
+    return {**_selector(deployment), LABEL_RELEASE: rid}
 
 
 def _deployment(spec: dict[str, Any], repository: str, rid: str, config: ServingConfig,
@@ -105,12 +126,12 @@ def _deployment(spec: dict[str, Any], repository: str, rid: str, config: Serving
     pod_labels = {**_labels(deployment, model), LABEL_RELEASE: rid}
     body: dict[str, Any] = {
         "apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": deployment, "namespace": config.namespace,
-                     "labels": _labels(deployment, model),
+        "metadata": {"name": release_name(deployment, rid), "namespace": config.namespace,
+                     "labels": pod_labels,
                      "annotations": {ANNOTATION_RELEASE: rid,
                                      ANNOTATION_VERSION: spec["version"]}},
         "spec": {
-            "selector": {"matchLabels": _selector(deployment)},
+            "selector": {"matchLabels": release_selector(deployment, rid)},
             "strategy": {"type": "RollingUpdate",
                          "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             "minReadySeconds": 5,
@@ -175,7 +196,9 @@ def _deployment(spec: dict[str, Any], repository: str, rid: str, config: Serving
 
 def render_triton(spec: dict[str, Any], repository: str, rid: str, config: ServingConfig,
                   *, replicas: int | None) -> list[tuple[Resource, dict[str, Any]]]:
-    """The objects that serve one release, in the order to apply them.
+    """The objects that serve one release, in the order to apply them: its Service,
+    the model's PodMonitoring (every release's pods), its Deployment and HPA. The
+    model's route decides which release gets requests.
 
     ``spec`` is the manifest without its files (``DeployManifest.model_dump``, with
     ``deployment`` filled in); ``repository`` the release's gs:// prefix.
@@ -184,10 +207,12 @@ def render_triton(spec: dict[str, Any], repository: str, rid: str, config: Servi
     deployment, model = spec["deployment"], spec["model"]
     namespace = config.namespace
     labels = _labels(deployment, model)
+    name = release_name(deployment, rid)
+    release_labels = {**labels, LABEL_RELEASE: rid}
     service = {
         "apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": deployment, "namespace": namespace, "labels": labels},
-        "spec": {"selector": _selector(deployment),
+        "metadata": {"name": name, "namespace": namespace, "labels": release_labels},
+        "spec": {"selector": release_selector(deployment, rid),
                  "ports": [{"name": "http", "port": HTTP_PORT, "targetPort": "http"},
                            {"name": "grpc", "port": GRPC_PORT, "targetPort": "grpc"},
                            {"name": "metrics", "port": METRICS_PORT,
@@ -196,10 +221,10 @@ def render_triton(spec: dict[str, Any], repository: str, rid: str, config: Servi
     scaling = spec["autoscaling"]
     hpa = {
         "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": deployment, "namespace": namespace, "labels": labels},
+        "metadata": {"name": name, "namespace": namespace, "labels": release_labels},
         "spec": {
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment",
-                               "name": deployment},
+                               "name": name},
             "minReplicas": spec["replicas"]["min"], "maxReplicas": spec["replicas"]["max"],
             # Read through the custom-metrics adapter from managed Prometheus, which
             # scrapes the PodMonitoring below.

@@ -8,6 +8,7 @@ judge it. (The e2e tests run real Triton processes under the cluster simulation.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import functions_framework
@@ -15,14 +16,18 @@ import pytest
 
 from sandbox.kubeapi import KubeApiServer
 from shared.cli import main as cli
-from shared.kube import DEPLOYMENTS
+from shared.config import ServingConfig
+from shared.kube import DEPLOYMENTS, HTTPROUTES, SERVICES
 from shared.serving.ledger import load_ledger
 from shared.serving.reconcile import reconcile_models
+from shared.serving.triton import release_name
+from shared.serving.triton_rollout import route_shares
 from tests.functional.conftest import SERVING_NAMESPACE as NAMESPACE
 from tests.serving_fixtures import (
     REPO,
     TOY_CONFIG,
     TOY_MODEL,
+    manifest_for,
     notification_envelope,
     upload_version,
 )
@@ -36,22 +41,33 @@ def app() -> Any:
                                           "cloudevent").test_client()
 
 
-def deploy(app: Any, env: dict[str, Any], version: str) -> str:
-    upload = upload_version(env["bucket"], "toy-lm", version, FILES)
+def deploy(app: Any, env: dict[str, Any], version: str,
+           manifest: dict[str, Any] | None = None) -> str:
+    upload = upload_version(env["bucket"], "toy-lm", version, FILES, manifest=manifest)
     envelope = notification_envelope(upload.bucket, upload.name, upload.generation)
     assert app.post("/", json=envelope).status_code == 200
     ledger = load_ledger(env["kube"], NAMESPACE, "toy-lm")
     return ledger.rollouts[-1].id
 
 
-def release_of(env: dict[str, Any]) -> str:
-    deployment = env["kube"].get(DEPLOYMENTS, "toy-lm", NAMESPACE)
-    return str(deployment["spec"]["template"]["metadata"]["annotations"]["accelops.dev/release"])
+def deployed(env: dict[str, Any]) -> dict[str, str]:
+    """The release each Triton Deployment of toy-lm serves, by Deployment name."""
+    return {d["metadata"]["name"]:
+            d["spec"]["template"]["metadata"]["annotations"]["accelops.dev/release"]
+            for d in env["kube"].list(DEPLOYMENTS, NAMESPACE,
+                                      label_selector="app.kubernetes.io/instance=toy-lm")}
 
 
-def controller_reports_ready(api: KubeApiServer) -> None:
+def routed(env: dict[str, Any]) -> dict[str, int]:
+    """The weight the model's HTTPRoute gives each release's Service."""
+    route = env["kube"].find(HTTPROUTES, "toy-lm", NAMESPACE)
+    return dict(route_shares(route))
+
+
+def controller_reports_ready(api: KubeApiServer, release: str) -> None:
     """What the Deployment controller writes once every replica runs the template."""
-    deployment = api.store.get("apps", "deployments", "toy-lm", NAMESPACE)
+    deployment = api.store.get("apps", "deployments", release_name("toy-lm", release),
+                               NAMESPACE)
     replicas = deployment["spec"].get("replicas", 1)
     deployment["status"] = {
         "observedGeneration": deployment["metadata"]["generation"], "replicas": replicas,
@@ -81,38 +97,51 @@ def crash_looping_pod(api: KubeApiServer, release: str) -> None:
     }, namespace=NAMESPACE)
 
 
-def test_a_rollout_that_serves_becomes_current(app, serving_env, kube_api):
+def serving(app: Any, env: dict[str, Any], api: KubeApiServer, version: str,
+            manifest: dict[str, Any] | None = None) -> str:
+    """Deploy ``version`` and let it become ready."""
+    rid = deploy(app, env, version, manifest)
+    controller_reports_ready(api, rid)
+    reconcile_models()
+    return rid
+
+
+def test_a_first_rollout_that_serves_takes_every_request(app, serving_env, kube_api):
     v1 = deploy(app, serving_env, "v1")
     reconcile_models()
     assert load_ledger(serving_env["kube"], NAMESPACE, "toy-lm").find(v1).state == "rolling-out"
+    assert routed(serving_env) == {}  # nothing is routed to a release that is not ready
 
-    controller_reports_ready(kube_api)
+    controller_reports_ready(kube_api, v1)
     reconcile_models()
 
     ledger = load_ledger(serving_env["kube"], NAMESPACE, "toy-lm")
     assert (ledger.find(v1).state, ledger.current) == ("ready", v1)
+    assert ledger.find(v1).canary is None  # nothing served before it: no canary
+    assert routed(serving_env) == {release_name("toy-lm", v1): 100}
+    assert deployed(serving_env) == {release_name("toy-lm", v1): v1}
 
 
-def test_a_version_that_fails_to_load_is_rolled_back_to_the_previous_one(
+def test_a_version_that_fails_to_load_is_rolled_back_without_ever_taking_requests(
         app, serving_env, kube_api, capsys):
-    v1 = deploy(app, serving_env, "v1")
-    controller_reports_ready(kube_api)
-    reconcile_models()
+    v1 = serving(app, serving_env, kube_api, "v1")
     v2 = deploy(app, serving_env, "v2")
-    assert release_of(serving_env) == v2
+    assert deployed(serving_env) == {release_name("toy-lm", v1): v1,
+                                     release_name("toy-lm", v2): v2}
 
     crash_looping_pod(kube_api, v2)
     reconcile_models()
 
     ledger = load_ledger(serving_env["kube"], NAMESPACE, "toy-lm")
-    assert ledger.find(v2).state == "rolling-back"
-    assert "ModuleNotFoundError" in (ledger.find(v2).reason or "")
-    assert release_of(serving_env) == v1  # the Deployment points back at v1's snapshot
-    controller_reports_ready(kube_api)
-    reconcile_models()
-
-    ledger = load_ledger(serving_env["kube"], NAMESPACE, "toy-lm")
     assert (ledger.find(v2).state, ledger.current) == ("rolled-back", v1)
+    assert "ModuleNotFoundError" in (ledger.find(v2).reason or "")
+    assert routed(serving_env) == {release_name("toy-lm", v1): 100}
+    assert [r.release for r in ledger.retiring] == [v2]
+    # Its objects go once load balancers have caught up.
+    reconcile_models(now=time.time() + ServingConfig().retire_after_seconds + 1)
+    assert deployed(serving_env) == {release_name("toy-lm", v1): v1}
+    assert serving_env["kube"].find(SERVICES, release_name("toy-lm", v2), NAMESPACE) is None
+    assert load_ledger(serving_env["kube"], NAMESPACE, "toy-lm").retiring == []
     capsys.readouterr()
     assert cli(["models", "status", "toy-lm"]) == 0
     out = capsys.readouterr().out
@@ -136,27 +165,31 @@ def test_a_newer_upload_supersedes_a_rollout_in_flight(app, serving_env):
 
     ledger = load_ledger(serving_env["kube"], NAMESPACE, "toy-lm")
     assert (ledger.find(v1).state, ledger.find(v2).state) == ("superseded", "rolling-out")
-    assert release_of(serving_env) == v2
+    assert [r.release for r in ledger.retiring] == [v1]
+    assert set(deployed(serving_env).values()) == {v1, v2}
 
 
-def test_models_rollback_serves_the_previous_version_again(app, serving_env, kube_api,
-                                                            capsys):
-    v1 = deploy(app, serving_env, "v1")
-    controller_reports_ready(kube_api)
-    reconcile_models()
-    deploy(app, serving_env, "v2")
-    controller_reports_ready(kube_api)
-    reconcile_models()
+def test_models_rollback_serves_the_previous_version_again_at_once(
+        app, serving_env, kube_api, capsys):
+    v1 = serving(app, serving_env, kube_api, "v1")
+    straight = manifest_for("toy-lm", "v2", FILES)
+    straight["canary"] = {"steps": [100]}  # switch as soon as it is ready
+    v2 = serving(app, serving_env, kube_api, "v2", straight)
+    assert routed(serving_env) == {release_name("toy-lm", v2): 100}
     capsys.readouterr()
 
     assert cli(["models", "rollback", "toy-lm"]) == 0
 
     assert "rolling back to version v1" in capsys.readouterr().out
-    assert release_of(serving_env).startswith(v1)
-    controller_reports_ready(kube_api)
+    ledger = load_ledger(serving_env["kube"], NAMESPACE, "toy-lm")
+    back = ledger.rollouts[-1]
+    assert (back.kind, back.id.startswith(v1)) == ("rollback", True)
+    controller_reports_ready(kube_api, back.id)
     reconcile_models()
     ledger = load_ledger(serving_env["kube"], NAMESPACE, "toy-lm")
     assert ledger.find(ledger.current).version == "v1"
+    assert ledger.find(back.id).canary is None  # back to what served: no canary
+    assert routed(serving_env) == {release_name("toy-lm", back.id): 100}
     assert cli(["models", "list"]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines()
                if line.startswith("toy-lm"))
@@ -172,8 +205,6 @@ def test_rolling_back_without_a_previous_version_is_refused(app, serving_env, ca
 
 
 def test_a_rollout_interrupted_before_it_started_waits_for_its_redelivery(serving_env):
-    import time
-
     from shared.serving.ledger import Ledger, Rollout, save_ledger
 
     ledger = Ledger(model="toy-lm", server="triton", deployment="toy-lm")

@@ -286,7 +286,9 @@ def test_deploy_model_applies_only_in_the_serving_namespace_and_jobsets_only_for
     assert allowed_by_definition(reconcile, Probe("create", *jobsets, "inference"), config)
     assert not allowed_by_definition(reconcile, Probe("create", *jobsets, "research"), config)
     assert not allowed_by_definition(reconcile, Probe("create", *jobsets, "serving"), config)
-    assert not allowed_by_definition(reconcile, Probe("delete", *deployments, "serving"),
+    # reconcile_models deletes retired releases' Deployments, in the serving namespace only.
+    assert allowed_by_definition(reconcile, Probe("delete", *deployments, "serving"), config)
+    assert not allowed_by_definition(reconcile, Probe("delete", *deployments, "research"),
                                      config)
     assert not allowed_by_definition(deploy, Probe("get", "", "secrets", "serving"), config)
     assert "serving" in {p.namespace for p in probes(deploy, config)}

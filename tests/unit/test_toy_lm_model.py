@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 import types
 from typing import Any
 
@@ -18,7 +19,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sandbox.inference import toy_lm
-from sandbox.inference.toy_lm_model import model_files
+from sandbox.inference.toy_lm_model import BASE_MS_PER_TOKEN, model_files
 
 
 class _Tensor:
@@ -153,3 +154,20 @@ def test_the_files_are_a_config_and_a_model_below_the_version_directory():
 def test_a_version_label_that_could_break_the_files_is_refused(label: str):
     with pytest.raises(ValueError, match="version label"):
         model_files(version_label=label)
+
+
+def test_the_slow_variant_answers_the_same_text_later_by_its_factor():
+    def timed(files: dict[str, bytes]) -> tuple[list[Any], float]:
+        triton_model = _load(files["model.py"]).TritonPythonModel()
+        request = {"text_input": _Tensor("text_input",
+                                         np.array([[b"hello"]], dtype=np.object_))}
+        started = time.perf_counter()
+        [response] = triton_model.execute([request])
+        return response.outputs["text_output"].tolist(), time.perf_counter() - started
+
+    text, _ = timed(model_files())
+    slow_text, slow_seconds = timed(model_files(slowdown=3))
+    assert slow_text == text
+    assert slow_seconds >= 3 * BASE_MS_PER_TOKEN * 16 / 1000  # 16 tokens by default
+    with pytest.raises(ValueError, match="must be positive"):
+        model_files(slowdown=0)

@@ -6,12 +6,14 @@ lays them out below ``gs://BUCKET/models/triton/<model>/<version>/`` --
 would. A release snapshot puts ``model.py`` into ``<model>/<N>/`` and the config
 beside it.
 
-The files are the ones in this directory, read as bytes, with two markers rewritten
-(``BROKEN`` and the version label), so the variants are always the real model and
-not a second copy that could drift: a *broken* variant raises in ``initialize`` (Triton
-refuses to load it; with ``--exit-on-error=true`` the server exits), and the version
-label shows in the server log and the model's config (``parameters.version_label``)
-while the generated text stays the same for every label.
+The files are the ones in this directory, read as bytes, with markers rewritten
+(``BROKEN``, the version label, ``MS_PER_TOKEN``), so the variants are always the real
+model and not a second copy that could drift: a *broken* variant raises in
+``initialize`` (Triton refuses to load it; with ``--exit-on-error=true`` the server
+exits), the version label shows in the server log and the model's config
+(``parameters.version_label``) while the generated text stays the same for every
+label, and a *slowdown* multiplies the time each output token takes (the same text,
+answered later).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["CONFIG_NAME", "MODEL_NAME", "model_files"]
+__all__ = ["BASE_MS_PER_TOKEN", "CONFIG_NAME", "MODEL_NAME", "model_files"]
 
 CONFIG_NAME = "config.pbtxt"
 MODEL_NAME = "model.py"
@@ -34,11 +36,18 @@ def _replace_once(text: str, old: str, new: str, what: str) -> str:
     return text.replace(old, new)
 
 
-def model_files(broken: bool = False, version_label: str = "v1") -> dict[str, bytes]:
+BASE_MS_PER_TOKEN = 2.0
+
+
+def model_files(broken: bool = False, version_label: str = "v1",
+                slowdown: float = 1.0) -> dict[str, bytes]:
     """Relative path (below the version directory) → content, for one upload.
 
-    Raises ValueError for a label that is not 1-32 of ``[A-Za-z0-9._-]``.
+    Raises ValueError for a label that is not 1-32 of ``[A-Za-z0-9._-]``, or a
+    slowdown that is not positive.
     """
+    if not slowdown > 0:
+        raise ValueError(f"slowdown {slowdown!r} must be positive")
     if not _LABEL.match(version_label):
         raise ValueError(f"version label {version_label!r} must be 1-32 of [A-Za-z0-9._-]")
     config = (_HERE / CONFIG_NAME).read_text(encoding="utf-8")
@@ -49,4 +58,8 @@ def model_files(broken: bool = False, version_label: str = "v1") -> dict[str, by
                           f'\nVERSION_LABEL = "{version_label}"\n', MODEL_NAME)
     if broken:
         model = _replace_once(model, "\nBROKEN = False\n", "\nBROKEN = True\n", MODEL_NAME)
+    if slowdown != 1.0:
+        model = _replace_once(model, f"\nMS_PER_TOKEN = {BASE_MS_PER_TOKEN!r}\n",
+                              f"\nMS_PER_TOKEN = {BASE_MS_PER_TOKEN * slowdown!r}\n",
+                              MODEL_NAME)
     return {CONFIG_NAME: config.encode("utf-8"), MODEL_NAME: model.encode("utf-8")}

@@ -7,16 +7,18 @@ nothing from the project: the few lines of generation are repeated from
 the same prompt. Only the standard library, numpy and ``triton_python_backend_utils``
 (provided by the stub) are used.
 
-``BROKEN`` and ``VERSION_LABEL`` are rewritten by ``toy_lm_model.model_files`` to
-produce a version that fails to load (``initialize`` raises, so Triton refuses the
-model and, with ``--exit-on-error=true``, exits) and to tell uploads apart in the
-server log without changing the text the model generates.
+``BROKEN``, ``VERSION_LABEL`` and ``MS_PER_TOKEN`` are rewritten by
+``toy_lm_model.model_files`` to produce a version that fails to load (``initialize``
+raises, so Triton refuses the model and, with ``--exit-on-error=true``, exits), to tell
+uploads apart in the server log without changing the text the model generates, and to
+make a version that answers the same text more slowly (a release a canary must catch).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import time
 from typing import Any
 
 import numpy as np
@@ -24,6 +26,9 @@ import triton_python_backend_utils as pb_utils  # type: ignore[import-not-found]
 
 BROKEN = False
 VERSION_LABEL = "v1"
+# Time "generating" costs per output token, as on an accelerator: a batch takes as long
+# as its longest generation.
+MS_PER_TOKEN = 2.0
 
 DEFAULT_MAX_TOKENS = 16
 MIN_TOKENS = 1
@@ -89,6 +94,7 @@ class TritonPythonModel:
 
     def execute(self, requests: list[Any]) -> list[Any]:
         responses = []
+        longest = 0
         for request in requests:
             try:
                 prompts = list(
@@ -103,6 +109,8 @@ class TritonPythonModel:
                 responses.append(pb_utils.InferenceResponse(
                     output_tensors=[], error=pb_utils.TritonError(str(exc))))
                 continue
+            longest = max(longest, int(outputs["num_output_tokens"].max()))
             responses.append(pb_utils.InferenceResponse(output_tensors=[
                 pb_utils.Tensor(name, value) for name, value in outputs.items()]))
+        time.sleep(MS_PER_TOKEN * longest / 1000.0)
         return responses
