@@ -42,6 +42,7 @@ def test_the_sandbox_serves_the_kinds_accelops_uses_at_the_pinned_versions():
         ("gateway.networking.k8s.io", "Gateway"): ["v1", "v1beta1"],
         ("gateway.networking.k8s.io", "HTTPRoute"): ["v1", "v1beta1"],
         ("gateway.networking.k8s.io", "ReferenceGrant"): ["v1beta1"],
+        ("networking.gke.io", "HealthCheckPolicy"): ["v1"],
     }
 
 

@@ -56,4 +56,4 @@ def test_the_crd_copies_are_what_the_pinned_releases_and_gke_install() -> None:
     assert [load_crd(p)["metadata"]["name"] for p in gke_crd_files()] == [
         "gatewayclasses.gateway.networking.k8s.io", "gateways.gateway.networking.k8s.io",
         "httproutes.gateway.networking.k8s.io", "referencegrants.gateway.networking.k8s.io",
-        "podmonitorings.monitoring.googleapis.com"]
+        "podmonitorings.monitoring.googleapis.com", "healthcheckpolicies.networking.gke.io"]
