@@ -295,6 +295,15 @@ FUNCTIONS: tuple[Function, ...] = (
             KubeRule("monitoring.googleapis.com", ("podmonitorings",), _APPLY_NEW,
                      "serving_namespace",
                      "apply the PodMonitoring that scrapes the servers' metrics"),
+            KubeRule("gateway.networking.k8s.io", ("httproutes",), _APPLY_NEW,
+                     "serving_namespace",
+                     "apply the model's HTTPRoute on the serving Gateway, with the new "
+                     "release's Service as a backend (shared/serving/gateway.py render_route)"),
+            KubeRule("networking.gke.io", ("healthcheckpolicies",), _APPLY_NEW,
+                     "serving_namespace",
+                     "apply the HealthCheckPolicy that has the Gateway's load balancer probe "
+                     "a release's Triton readiness (shared/serving/gateway.py "
+                     "render_health_check)"),
             KubeRule("jobset.x-k8s.io", ("jobsets",), ("create",), "saxml_namespace",
                      "create the Saxml model-server JobSet in the queue of "
                      "serving.saxml_team (shared/serving/saxml_rollout.py)"),
@@ -333,6 +342,18 @@ FUNCTIONS: tuple[Function, ...] = (
             KubeRule("monitoring.googleapis.com", ("podmonitorings",), _APPLY_NEW,
                      "serving_namespace",
                      "roll back: apply the previous release's PodMonitoring again"),
+            KubeRule("gateway.networking.k8s.io", ("httproutes",), _APPLY, "serving_namespace",
+                     "read the weights the model's HTTPRoute gives each release, and shift "
+                     "them between the current release and the canary "
+                     "(shared/serving/gateway.py)"),
+            KubeRule("", ("services",), ("delete",), "serving_namespace",
+                     "delete a retired or rolled-back release's Service once its route "
+                     "weight is 0 (shared/serving/gateway.py release_service_name)"),
+            KubeRule("networking.gke.io", ("healthcheckpolicies",), ("create", "patch",
+                                                                     "delete"),
+                     "serving_namespace",
+                     "roll back: apply a release's HealthCheckPolicy again; delete it "
+                     "with its release's Service"),
             KubeRule("", ("pods",), ("list",), "serving_namespace",
                      "restarts and readiness of a new release's Triton pods "
                      "(shared/serving/triton_rollout.py)"),

@@ -42,12 +42,15 @@ from shared.serving.triton import LABEL_INSTANCE, LABEL_SERVER, MODELS_PORT
 
 __all__ = [
     "GATEWAY_GROUP",
+    "LISTENER",
+    "LISTENER_PORT",
     "MAX_BACKENDS",
     "MAX_WEIGHT",
     "ROUTE_PORT",
     "Backend",
     "model_path",
     "release_service_name",
+    "render_gateway",
     "render_health_check",
     "render_route",
     "route_weights",
@@ -61,6 +64,10 @@ MAX_BACKENDS = 16
 # Triton's HTTP port on every release Service: the KServe v2 REST API the route carries.
 ROUTE_PORT = MODELS_PORT
 HEALTH_PATH = "/v2/health/ready"
+# The serving Gateway's one listener: plain HTTP on port 80 of its internal address
+# (inside the VPC; TLS would need a certificate accelops does not manage).
+LISTENER = "http"
+LISTENER_PORT = 80
 _NAME_MAX = 63
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 # Release ids are "r-" + 12 hex digits (shared/serving/triton.release_id); anything
@@ -102,6 +109,25 @@ def release_service_name(deployment: str, release_id: str) -> str:
         # A Service name starts with a letter (DNS-1035): prefix rather than drop text.
         stem = dns_label(f"m-{stem}", room)
     return stem + tail
+
+
+def render_gateway(config: ServingConfig, labels: Mapping[str, str]) -> dict[str, Any]:
+    """The serving Gateway (``serving.gateway`` of class ``serving.gateway_class``): one
+    HTTP listener taking HTTPRoutes from the serving namespace only, so a route
+    elsewhere in the cluster cannot capture a model's paths."""
+    return {
+        "apiVersion": f"{GATEWAY_GROUP}/v1", "kind": "Gateway",
+        "metadata": {"name": config.gateway, "namespace": config.namespace,
+                     "labels": dict(labels)},
+        "spec": {
+            "gatewayClassName": config.gateway_class,
+            "listeners": [{
+                "name": LISTENER, "protocol": "HTTP", "port": LISTENER_PORT,
+                "allowedRoutes": {"namespaces": {"from": "Same"},
+                                  "kinds": [{"group": GATEWAY_GROUP, "kind": "HTTPRoute"}]},
+            }],
+        },
+    }
 
 
 def model_path(model: str) -> str:
