@@ -5,7 +5,8 @@ What GKE does and the sandbox does too:
 
 * **GatewayClasses from the start.** GKE's single-cluster classes
   (:data:`GKE_CLASSES`, controller ``networking.gke.io/gateway``) exist in every
-  cluster with the Gateway API enabled, ``Accepted``; users never create them.
+  cluster with the Gateway API enabled (here: whose API serves the Gateway CRD),
+  ``Accepted``; users never create them. Without the CRDs the controller does nothing.
 * **A Gateway of a GKE class** gets, per ``HTTP`` listener, a listening loopback port
   (where GKE programs a load balancer): annotation ``sandbox.accelops.dev/host-ports``
   ``{"<listener name>": PORT}``, so ``sandbox.cluster.objects.loopback_url(gateway,
@@ -187,17 +188,18 @@ def _granted(store: ObjectStore, route: Obj, namespace: str, name: str) -> bool:
 def _resolve(store: ObjectStore, route: Obj, ref: Mapping[str, Any]) -> BackendRef:
     name, weight = str(ref.get("name")), int(ref.get("weight", 1))
     namespace = str(ref.get("namespace") or namespace_of(route))
+    where: dict[str, Any] = {"namespace": namespace, "port_asked": ref.get("port")}
     if ref.get("group", "") != "" or ref.get("kind", "Service") != "Service":
-        return BackendRef(name, weight, None, "InvalidKind")
+        return BackendRef(name, weight, None, "InvalidKind", **where)
     if namespace != namespace_of(route) and not _granted(store, route, namespace, name):
-        return BackendRef(name, weight, None, "RefNotPermitted")
+        return BackendRef(name, weight, None, "RefNotPermitted", **where)
     service = store.try_get(*SERVICES, name, namespace)
     if service is None:
-        return BackendRef(name, weight, None, "BackendNotFound")
+        return BackendRef(name, weight, None, "BackendNotFound", **where)
     port = next((p for p in (service.get("spec") or {}).get("ports") or []
                  if p.get("port") == ref.get("port")), None)
     if port is None:
-        return BackendRef(name, weight, None, "BackendNotFound")
+        return BackendRef(name, weight, None, "BackendNotFound", **where)
     try:
         hosts = json.loads(annotations_of(service).get(ANNOTATION_HOST_PORTS) or "{}")
     except ValueError:
@@ -224,6 +226,8 @@ class GatewayController:
         self._servers: dict[tuple[str, str], ApiHttpServer[_Router]] = {}
 
     def reconcile(self) -> None:
+        if not self.store.types.serves(GROUP, "v1", "gateways"):
+            return  # the Gateway API is not enabled on this cluster: GKE runs nothing
         self._classes()
         gateways = [g for g in self.store.list(*GATEWAYS)
                     if (g.get("spec") or {}).get("gatewayClassName") in GKE_CLASSES]
@@ -341,10 +345,7 @@ class GatewayController:
                 "" if attached else "no listener of the Gateway allows this route", now,
                 extra=extra)
             message = "" if bad is None else _MESSAGES[bad.invalid].format(
-                ns=namespace_of(route), name=bad.name,
-                port=next((ref.get("port") for rule in route["spec"].get("rules") or []
-                           for ref in rule.get("backendRefs") or []
-                           if ref.get("name") == bad.name), ""))
+                ns=bad.namespace, name=bad.name, port=bad.port_asked)
             conditions = condition(conditions, "ResolvedRefs", bad is None,
                                    "ResolvedRefs" if bad is None else bad.invalid, message,
                                    now, extra=extra)

@@ -58,6 +58,8 @@ class BackendRef:
     weight: int
     port: int | None  # the Service proxy's host port; None when invalid
     invalid: str = ""  # why it is invalid (its status reason); "" when valid
+    namespace: str = ""  # where the Service was looked for, and the port asked (status)
+    port_asked: Any = None
 
 
 @dataclass(frozen=True)

@@ -313,3 +313,26 @@ def test_the_api_server_refuses_a_weight_over_a_million_with_the_crds_words(clus
 
     assert refused.value.status == 422
     assert "should be less than or equal to 1000000" in str(refused.value.body)
+
+
+def test_a_route_from_another_namespace_is_not_allowed_by_the_listener_and_gets_nothing(
+        cluster):
+    cluster.route(Backend(OLD, 1))
+    cluster.core.create_namespace(client.V1Namespace(metadata=client.V1ObjectMeta(
+        name="elsewhere")))
+    body = render_route("intruder", "intruder", [Backend(OLD, 1)],
+                        ServingConfig(namespace="elsewhere"))
+    body["spec"]["parentRefs"][0]["namespace"] = NAMESPACE
+    cluster.custom.create_namespaced_custom_object(GROUP, VERSION, "elsewhere", "httproutes",
+                                                   body)
+
+    def refused() -> dict[str, Any] | None:
+        route = cluster.custom.get_namespaced_custom_object(GROUP, VERSION, "elsewhere",
+                                                            "httproutes", "intruder")
+        return route if (route.get("status") or {}).get("parents") else None
+
+    route = wait_for(refused, timeout=10)
+    assert route, "the Gateway's controller never wrote the route's status"
+    accepted = parent_condition(route, "Accepted")
+    assert (accepted["status"], accepted["reason"]) == ("False", "NotAllowedByListeners")
+    assert cluster.send(3, "/v2/models/intruder/infer") == Counter({"404": 3})
