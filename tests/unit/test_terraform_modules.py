@@ -10,6 +10,7 @@ The helpers at the top are shared by the other tests/unit/test_terraform_*.py fi
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -23,6 +24,8 @@ from typing import Any
 import hcl2
 import pytest
 from hcl2 import SerializationOptions
+
+from shared.serving.gateway import ROUTE_PORT
 
 ROOT = Path(__file__).resolve().parents[2]
 TERRAFORM = ROOT / "terraform"
@@ -324,8 +327,6 @@ def test_the_cluster_runs_gkes_gateway_controller_with_the_standard_channel_crds
 
 
 def test_the_internal_gateway_has_its_proxy_only_subnet_apart_from_the_other_ranges() -> None:
-    import ipaddress
-
     gke = resources(MODULES / "gke")
     subnet = gke["google_compute_subnetwork.proxy_only"]
     assert (subnet["purpose"], subnet["role"]) == ("REGIONAL_MANAGED_PROXY", "ACTIVE")
@@ -338,8 +339,6 @@ def test_the_internal_gateway_has_its_proxy_only_subnet_apart_from_the_other_ran
 
 
 def test_the_gateways_proxies_and_health_checks_may_reach_tritons_port_and_only_it() -> None:
-    from shared.serving.gateway import ROUTE_PORT
-
     gke = resources(MODULES / "gke")
     variables = blocks(MODULES / "gke", "variable")
     assert variables["gateway_backend_ports"]["default"] == [str(ROUTE_PORT)]
