@@ -54,6 +54,8 @@ __all__ = [
     "CONFIG_MAPS",
     "DEPLOYMENTS",
     "EVENTS",
+    "GATEWAYS",
+    "HEALTH_CHECK_POLICIES",
     "HORIZONTAL_POD_AUTOSCALERS",
     "HTTPROUTES",
     "JOBSETS",
@@ -114,9 +116,12 @@ REPLICA_SETS = Resource("apps", "v1", "replicasets")
 HORIZONTAL_POD_AUTOSCALERS = Resource("autoscaling", "v2", "horizontalpodautoscalers")
 # Google Cloud Managed Service for Prometheus scrape configuration.
 POD_MONITORINGS = Resource("monitoring.googleapis.com", "v1", "podmonitorings")
-# The Gateway API, which GKE serves once enabled on the cluster.
-HTTPROUTES = Resource("gateway.networking.k8s.io", "v1", "httproutes")
 WORKLOADS = Resource("kueue.x-k8s.io", "v1beta1", "workloads")
+# Gateway API (standard channel, which GKE installs) and GKE's health-check policy for
+# the load balancer a Gateway programs.
+GATEWAYS = Resource("gateway.networking.k8s.io", "v1", "gateways")
+HTTPROUTES = Resource("gateway.networking.k8s.io", "v1", "httproutes")
+HEALTH_CHECK_POLICIES = Resource("networking.gke.io", "v1", "healthcheckpolicies")
 SUBJECT_ACCESS_REVIEWS = Resource("authorization.k8s.io", "v1", "subjectaccessreviews",
                                   namespaced=False)
 

@@ -8,7 +8,10 @@ tests of rollouts with real processes quick. Routes:
 * ``GET /v2/health/ready`` — 200 once ``--ready-after`` seconds passed, else 503;
 * ``GET|POST /echo`` — 200 ``{"version", "pid", "method", "path", "body"}``;
 * ``GET /slow?seconds=S`` — answers after S seconds (a request in flight);
-* ``GET /stream?events=N&interval=S`` — N server-sent events, S seconds apart.
+* ``GET /stream?events=N&interval=S`` — N server-sent events, S seconds apart;
+* ``GET|POST /v2/models/<model>/...`` — the KServe v2 paths of a model, answered
+  like ``/echo`` (``.../generate_stream`` like ``/stream``), so a Gateway route
+  written for Triton can be exercised against it.
 
 ``--fail-at-start`` prints an error and exits 1 at once (a model that does not
 load). SIGTERM stops accepting connections, lets requests in flight finish and
@@ -73,19 +76,28 @@ class _Handler(BaseHTTPRequestHandler):
         elif url.path == "/slow":
             time.sleep(float(query.get("seconds", ["1"])[0]))
             self._send(200, self._echo())
-        elif url.path == "/stream":
+        elif url.path == "/stream" or self._model_stream(url.path):
             self._stream(int(query.get("events", ["3"])[0]),
                          float(query.get("interval", ["0.05"])[0]))
+        elif url.path.startswith("/v2/models/"):
+            self._send(200, self._echo())
         else:
             self._send(404, {"error": f"no route {url.path}"})
 
     def do_POST(self) -> None:
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length).decode(errors="replace") if length else ""
-        if urlsplit(self.path).path != "/echo":
+        path = urlsplit(self.path).path
+        if self._model_stream(path):
+            self._stream(3, 0.05)
+        elif path == "/echo" or path.startswith("/v2/models/"):
+            self._send(200, self._echo(body))
+        else:
             self._send(404, {"error": f"no route {self.path}"})
-            return
-        self._send(200, self._echo(body))
+
+    @staticmethod
+    def _model_stream(path: str) -> bool:
+        return path.startswith("/v2/models/") and path.endswith("/generate_stream")
 
     def _stream(self, events: int, interval: float) -> None:
         self.send_response(200)

@@ -19,12 +19,12 @@ from __future__ import annotations
 import http.client
 import logging
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from http.server import BaseHTTPRequestHandler
 
 from sandbox.common.httpserver import ApiHttpServer
 
-__all__ = ["ServiceProxy"]
+__all__ = ["ForwardingHandler", "ServiceProxy"]
 
 log = logging.getLogger(__name__)
 
@@ -57,15 +57,15 @@ class _Endpoints:
             yield endpoints[(start + offset) % len(endpoints)]
 
 
-class _Handler(BaseHTTPRequestHandler):
+class ForwardingHandler(BaseHTTPRequestHandler):
+    """Reads a client's request and streams an upstream's response back to it; what
+    chooses the upstream is the subclass's (a Service's endpoints here, a Gateway's
+    routes in :mod:`sandbox.cluster.gateways`)."""
+
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # streamed chunks leave at once
-    server: ApiHttpServer[_Endpoints]
 
-    def log_message(self, format: str, *args: object) -> None:
-        log.debug("%s: " + format, self.server.api.name, *args)
-
-    def _body(self) -> bytes | None:
+    def read_body(self) -> bytes | None:
         if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
             parts: list[bytes] = []
             while True:
@@ -79,12 +79,14 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         return self.rfile.read(length) if length else None
 
-    def _forward(self) -> None:
-        body = self._body()
+    def forward_to(self, ports: Iterable[int], body: bytes | None) -> bool:
+        """Send the request to the first of ``ports`` that accepts a connection and relay
+        its answer (502 when it fails after the request was sent). False when none
+        accepted: nothing was sent, the caller answers."""
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
         if body is not None:
             headers["Content-Length"] = str(len(body))
-        for port in self.server.api.rotation():
+        for port in ports:
             upstream = http.client.HTTPConnection("127.0.0.1", port, timeout=UPSTREAM_TIMEOUT)
             try:
                 upstream.connect()
@@ -96,14 +98,14 @@ class _Handler(BaseHTTPRequestHandler):
                 response = upstream.getresponse()
             except (OSError, http.client.HTTPException) as exc:
                 upstream.close()
-                self._answer(502, f"upstream 127.0.0.1:{port} failed: {exc}")
-                return
+                self.answer(502, f"upstream 127.0.0.1:{port} failed: {exc}")
+                return True
             try:
                 self._relay(response)
             finally:
                 upstream.close()
-            return
-        self._answer(503, f"no ready endpoints for {self.server.api.name}")
+            return True
+        return False
 
     def _relay(self, response: http.client.HTTPResponse) -> None:
         self.send_response_only(response.status, response.reason)
@@ -141,7 +143,8 @@ class _Handler(BaseHTTPRequestHandler):
         except (OSError, http.client.HTTPException):
             self.close_connection = True  # the client or the upstream went away mid-body
 
-    def _answer(self, code: int, message: str) -> None:
+    def answer(self, code: int, message: str) -> None:
+        """A plain-text answer of the proxy's own."""
         data = (message + "\n").encode()
         try:
             self.send_response(code)
@@ -152,6 +155,18 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.write(data)
         except OSError:
             self.close_connection = True
+
+
+class _Handler(ForwardingHandler):
+    server: ApiHttpServer[_Endpoints]
+
+    def log_message(self, format: str, *args: object) -> None:
+        log.debug("%s: " + format, self.server.api.name, *args)
+
+    def _forward(self) -> None:
+        body = self.read_body()
+        if not self.forward_to(self.server.api.rotation(), body):
+            self.answer(503, f"no ready endpoints for {self.server.api.name}")
 
     do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = do_HEAD = do_OPTIONS = _forward
 

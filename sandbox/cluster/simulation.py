@@ -6,10 +6,11 @@ disrupted nodes coming back, Kueue admission, the JobSet and Job controllers, th
 HorizontalPodAutoscaler, the Kueue and JobSet controller managers' readiness
 (:mod:`sandbox.cluster.managers`), Deployment and ReplicaSet controllers, owner
 garbage collection, the scheduler, Services (endpoints drop a deleted pod before its
-process is told to stop), then the kubelets (the process kubelet for pods whose
-images have a launcher, the simulated pod runtime for the rest). Every controller
-is level-triggered (it reads the store and corrects what differs), so passes are
-idempotent and may run any time.
+process is told to stop), GKE's Gateway controller (GatewayClasses, Gateway listeners,
+HTTPRoute status: :mod:`sandbox.cluster.gateways`), then the kubelets (the process
+kubelet for pods whose images have a launcher, the simulated pod runtime for the
+rest). Every controller is level-triggered (it reads the store and corrects what
+differs), so passes are idempotent and may run any time.
 
 Real processes (``launchers``: image substring → :data:`Launcher`) run on real
 time: their readiness probes, restart back-off, preStop sleeps and grace periods
@@ -43,6 +44,7 @@ from typing import Any, Protocol
 
 from sandbox.cluster.containers import Launcher
 from sandbox.cluster.deployments import DeploymentController
+from sandbox.cluster.gateways import GatewayController
 from sandbox.cluster.gc import GarbageCollector
 from sandbox.cluster.hpa import HorizontalPodAutoscalerController
 from sandbox.cluster.jobs import JobController
@@ -123,6 +125,7 @@ class Simulation:
         self.scheduler = KubeScheduler(store, clock, starts_itself=self.kubelet.handles)
         self.runtime = PodRuntime(store, clock, skip=self.kubelet.handles)
         self.services = ServiceController(store, clock, skip=self.managers.owns_service)
+        self.gateways = GatewayController(store, clock)
         self._pool_events: deque[tuple[str, str, dict[str, Any]]] = deque()
         self._lock = threading.RLock()
         self._wake = threading.Event()
@@ -170,6 +173,7 @@ class Simulation:
             self.gc.collect()
             self.scheduler.reconcile()
             self.services.reconcile()  # before the kubelet: a deleted pod leaves endpoints
+            self.gateways.reconcile()  # after Services: routes resolve to their proxies
             self.kubelet.reconcile()  # first, then its process is stopped
             dues.append(self.runtime.reconcile())
             self._next_due = min((due for due in dues if due is not None), default=None)
@@ -233,6 +237,7 @@ class Simulation:
         if thread is not None:
             thread.join(timeout=5)
         with self._lock:
+            self.gateways.close()
             self.services.close()
             self.kubelet.close()
 

@@ -9,7 +9,10 @@ What it lacks from the environment Kubernetes compiles rules in
 * ``isURL(string)`` — true when Go's ``url.ParseRequestURI`` accepts the string
   (pkg/cel/library/urls.go);
 * ``<string>.format(<list>)`` — cel-go's ext/formatting.go for ``%s``, ``%d`` and ``%%``
-  (durations print as ``"6347s"``, timestamps in RFC 3339).
+  (durations print as ``"6347s"``, timestamps in RFC 3339);
+* ``<string>.split(<string>[, <int>])`` — cel-go's ext/strings.go, Go's ``strings.SplitN``
+  (a negative or absent limit splits at every separator, 0 gives an empty list, an empty
+  separator splits into characters); the Gateway API's rules on label keys use it.
 
 Values reach a rule as k8s.io/apiserver pkg/cel/common/values.go gives them: properties
 of an object with a schema are escaped (``namespace`` -> ``__namespace__``, ``-`` ->
@@ -276,4 +279,20 @@ def _format_string(arg: Any) -> str:
     return str(arg)
 
 
-_LIBRARY: dict[str, Callable[..., Any]] = {"isURL": _is_url, "format": _format}
+def _split(target: Any, separator: Any, limit: Any = -1) -> list[str]:
+    if not isinstance(target, str) or not isinstance(separator, str) \
+            or not isinstance(limit, int) or isinstance(limit, bool):
+        raise TypeError("no such overload")
+    if limit == 0:
+        return []
+    if separator == "":
+        # Go splits into UTF-8 sequences; with a limit the last one keeps the rest.
+        chars = list(target)
+        if 0 < limit < len(chars):
+            return [*chars[:limit - 1], "".join(chars[limit - 1:])]
+        return chars
+    return target.split(separator, limit - 1 if limit > 0 else -1)
+
+
+_LIBRARY: dict[str, Callable[..., Any]] = {"isURL": _is_url, "format": _format,
+                                           "split": _split}

@@ -1,8 +1,12 @@
 """The sandbox's own copies of the CRDs of the pinned controllers, and installing them.
 
 ``sandbox/kubeapi/crds/<group>_<plural>.yaml`` are the upstream CRD files, verbatim:
-JobSet v0.7.2 and Kueue v0.10.1 (what ``manifests/controllers`` installs) and
-PodMonitoring (which GKE's managed collection installs in every cluster). A
+JobSet v0.7.2 and Kueue v0.10.1 (what ``manifests/controllers`` installs),
+PodMonitoring (which GKE's managed collection installs in every cluster) and the
+Gateway API's standard channel at bundle v1.2.1 (GatewayClass, Gateway, HTTPRoute,
+ReferenceGrant: what GKE installs with the Gateway API enabled) with GKE's
+HealthCheckPolicy (gke-gateway-api v1.4.0); ``crds/SOURCES.md`` names the tag and
+commit of each file. A
 cluster gets them the way a real one does: the sandbox applies the controllers'
 CRDs with ``kubectl`` together with their Deployments and webhooks
 (:mod:`sandbox.supervisor.provision`), while the GKE-provided ones exist from the cluster's
@@ -25,7 +29,7 @@ __all__ = ["CRD_DIRECTORY", "controller_crd_files", "crd_files", "gke_crd_files"
            "load_crd"]
 
 CONTROLLER_GROUPS = ("jobset.x-k8s.io", "kueue.x-k8s.io")
-GKE_GROUPS = ("monitoring.googleapis.com",)
+GKE_GROUPS = ("monitoring.googleapis.com", "gateway.networking.k8s.io", "networking.gke.io")
 
 
 def crd_files(groups: Iterable[str] | None = None) -> list[Path]:
@@ -41,7 +45,9 @@ def controller_crd_files() -> list[Path]:
 
 
 def gke_crd_files() -> list[Path]:
-    """What every GKE cluster has from the start (managed collection's PodMonitoring)."""
+    """What every GKE cluster has from the start: managed collection's PodMonitoring, and
+    the Gateway API's kinds and GKE's HealthCheckPolicy (the cluster enables the Gateway
+    API; ``terraform/modules/gke``)."""
     return crd_files(GKE_GROUPS)
 
 

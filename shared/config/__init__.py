@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
@@ -342,8 +342,19 @@ class ServingConfig(BaseModel):
     # A release taken out of the route keeps its pods this long before they are
     # deleted: the Gateway's load balancers learn of a weight change asynchronously.
     retire_after_seconds: Annotated[float, Field(ge=0, le=3600)] = 60.0
+    # The Gateway every model's HTTPRoute attaches to, in the serving namespace (the
+    # deployment definition creates it; shared/deployment/serving.py). Its routes split
+    # a model's requests between releases by weight (shared/serving/gateway.py).
+    gateway: str = "models"
+    # GKE's class of that Gateway. The default is the regional internal Application
+    # Load Balancer: reconcile_models and the load generator reach it through the VPC,
+    # and nothing outside the VPC should. gke-l7-regional-external-managed or
+    # gke-l7-global-external-managed expose it publicly instead.
+    gateway_class: Literal["gke-l7-rilb", "gke-l7-regional-external-managed",
+                           "gke-l7-global-external-managed", "gke-l7-gxlb"] = "gke-l7-rilb"
 
-    @field_validator("namespace", "triton_service_account", "saxml_service_account")
+    @field_validator("namespace", "triton_service_account", "saxml_service_account",
+                     "gateway")
     @classmethod
     def _name(cls, value: str) -> str:
         return TeamPolicy._rfc1123(value)

@@ -16,6 +16,11 @@ would also wake ``deploy_model``.
 
 The proxy's Service is an internal load balancer: ``reconcile_models`` runs outside
 the cluster (Cloud Run) and reaches it through the VPC. Pure.
+
+The serving Gateway (``serving.gateway``, GKE class ``serving.gateway_class``) stands
+here too: every Triton model's HTTPRoute attaches to it (shared/serving/gateway.py), so
+it exists before the first upload, and the load balancer it programs outlives any
+release.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from typing import Any
 from shared.config import AccelopsConfig
 from shared.deployment import system
 from shared.deployment.model import WorkloadIdentity
+from shared.serving.gateway import render_gateway
 from shared.serving.saxml_cell import SAXML_CONFIG_MAP
 
 __all__ = [
@@ -177,7 +183,8 @@ def _service(name: str, namespace: str, port: int, *, internal_lb: bool) -> dict
 def serving_objects(config: AccelopsConfig, project: str, site: SaxmlSite,
                     namespace_labels: dict[str, str]) -> list[dict[str, Any]]:
     """The serving namespace (with ``namespace_labels``), the servers' service
-    accounts, and the Sax cell (ConfigMap, admin server, HTTP proxy)."""
+    accounts, the Sax cell (ConfigMap, admin server, HTTP proxy) and the serving
+    Gateway."""
     namespace = config.serving.namespace
     account = config.serving.saxml_service_account
     cell = {"apiVersion": "v1", "kind": "ConfigMap",
@@ -197,4 +204,5 @@ def serving_objects(config: AccelopsConfig, project: str, site: SaxmlSite,
         *_service_accounts(config, project),
         cell, admin, _service(SAXML_ADMIN, namespace, ADMIN_PORT, internal_lb=False),
         proxy, _service(SAXML_PROXY, namespace, PROXY_PORT, internal_lb=True),
+        render_gateway(config.serving, _PART_OF),
     ]

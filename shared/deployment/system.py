@@ -295,6 +295,11 @@ FUNCTIONS: tuple[Function, ...] = (
             KubeRule("monitoring.googleapis.com", ("podmonitorings",), _APPLY_NEW,
                      "serving_namespace",
                      "apply the PodMonitoring that scrapes the servers' metrics"),
+            KubeRule("networking.gke.io", ("healthcheckpolicies",), _APPLY_NEW,
+                     "serving_namespace",
+                     "apply the HealthCheckPolicy that has the Gateway's load balancer probe "
+                     "a release's Triton readiness (shared/serving/gateway.py "
+                     "render_health_check)"),
             KubeRule("jobset.x-k8s.io", ("jobsets",), ("create",), "saxml_namespace",
                      "create the Saxml model-server JobSet in the queue of "
                      "serving.saxml_team (shared/serving/saxml_rollout.py)"),
@@ -338,11 +343,15 @@ FUNCTIONS: tuple[Function, ...] = (
             KubeRule("monitoring.googleapis.com", ("podmonitorings",), _APPLY_NEW,
                      "serving_namespace",
                      "apply the model's PodMonitoring with the serving release's objects"),
-            KubeRule("gateway.networking.k8s.io", ("httproutes",), ("get", "create", "patch"),
-                     "serving_namespace",
+            KubeRule("gateway.networking.k8s.io", ("httproutes",), _APPLY, "serving_namespace",
                      "point each model's HTTPRoute at its releases by weight: the canary's "
                      "steps, promotion and rollback (shared/serving/triton_rollout.py "
-                     "set_route)"),
+                     "set_route); read it before retiring a release"),
+            KubeRule("networking.gke.io", ("healthcheckpolicies",), ("create", "patch",
+                                                                     "delete"),
+                     "serving_namespace",
+                     "apply the serving release's HealthCheckPolicy with its objects; "
+                     "delete a retired release's"),
             KubeRule("", ("pods",), ("list",), "serving_namespace",
                      "restarts and readiness of a new release's Triton pods "
                      "(shared/serving/triton_rollout.py)"),

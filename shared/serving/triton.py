@@ -32,11 +32,12 @@ one; the serving release was never touched.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from shared.config import ServingConfig
 from shared.kube import DEPLOYMENTS, HORIZONTAL_POD_AUTOSCALERS, POD_MONITORINGS, SERVICES, Resource
-from shared.names import short_hash
+from shared.names import dns_label, short_hash
 from shared.serving.ledger import LABEL_MODEL
 
 __all__ = [
@@ -93,14 +94,33 @@ def snapshot_names(prefix: str, model: str, version: int,
     return names
 
 
-def release_name(deployment: str, rid: str) -> str:
-    """The Deployment, Service and HPA of one release: ``<deployment>-<release id>``,
-    a DNS-1035 label (63 characters at most, kept unique by a hash when cut)."""
+_NAME_MAX = 63
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+# Release ids are "r-" + 12 hex digits ("-b<N>" added for a rollback by hand); anything
+# longer is hashed so the deployment keeps most of the name.
+_RELEASE_MAX = 20
+
+
+def release_name(deployment: str, release_id: str) -> str:
+    """The Deployment, Service, HPA and HealthCheckPolicy of one release:
+    ``<deployment>-<release id>``, a DNS-1035 label of at most 63 characters.
+
+    Deterministic, so a redelivered upload finds the objects it created. When the plain
+    name does not fit, the deployment is truncated and a hash of both parts keeps two
+    deployments sharing a long prefix apart."""
+    rid = dns_label(release_id)
+    if rid != release_id or not rid or len(rid) > _RELEASE_MAX:
+        rid = "r-" + short_hash(release_id, length=12)
     name = f"{deployment}-{rid}"
-    if len(name) <= 63:
+    if len(name) <= _NAME_MAX and _DNS_1035.match(name):
         return name
-    keep = 63 - len(rid) - 8
-    return f"{deployment[:keep].rstrip('-')}-{short_hash(deployment, length=6)}-{rid}"
+    tail = f"-{short_hash(deployment, release_id, length=8)}-{rid}"
+    room = _NAME_MAX - len(tail)
+    stem = dns_label(deployment, room)
+    if not stem or not stem[0].isalpha():
+        # A Service name starts with a letter (DNS-1035): prefix rather than drop text.
+        stem = dns_label(f"m-{stem}", room)
+    return stem + tail
 
 
 def _labels(deployment: str, model: str) -> dict[str, str]:

@@ -24,12 +24,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from shared.config import CanaryPolicy, ServingConfig
 from shared.errors import TransientError
 from shared.kube import (
     DEPLOYMENTS,
+    HEALTH_CHECK_POLICIES,
     HORIZONTAL_POD_AUTOSCALERS,
     HTTPROUTES,
     PODS,
@@ -38,20 +38,20 @@ from shared.kube import (
 )
 from shared.log import get_logger
 from shared.serving.canary import CanaryState, GateRecord, ReleaseFigures, judge_step, weights
-from shared.serving.gateway import Backend, render_route
+from shared.serving.gateway import Backend, render_health_check, render_route, route_weights
 from shared.serving.ledger import Ledger, Rollout
 from shared.serving.manifest import CanaryOverride
 from shared.serving.observe import Verdict, judge_deployment
 from shared.serving.triton import release_name, release_selector, render_triton
 
 __all__ = ["FIELD_MANAGER", "ReleaseMetrics", "advance", "apply_release", "policy_of",
-           "retire_due", "route_shares", "set_route"]
+           "retire_due", "set_route"]
 
 log = get_logger("accelops.serving")
 
 FIELD_MANAGER = "accelops-serving"
 # A release's objects, in the order they are deleted.
-RELEASE_RESOURCES = (HORIZONTAL_POD_AUTOSCALERS, DEPLOYMENTS, SERVICES)
+RELEASE_RESOURCES = (HORIZONTAL_POD_AUTOSCALERS, DEPLOYMENTS, HEALTH_CHECK_POLICIES, SERVICES)
 # Prometheus needs a window of a few scrapes to count anything.
 MIN_WINDOW_SECONDS = 1.0
 
@@ -69,6 +69,8 @@ def apply_release(kube: KubeClient, rollout: Rollout, config: ServingConfig) -> 
     for resource, body in render_triton(spec, rollout.release, rollout.id, config,
                                         replicas=replicas):
         kube.apply(resource, body, field_manager=FIELD_MANAGER, force=True)
+    kube.apply(HEALTH_CHECK_POLICIES, render_health_check(name, config),
+               field_manager=FIELD_MANAGER, force=True)
 
 
 def policy_of(rollout: Rollout, config: ServingConfig) -> CanaryPolicy:
@@ -96,8 +98,8 @@ def retire_due(kube: KubeClient, ledger: Ledger, config: ServingConfig, now: flo
     if not due:
         return False
     keep = {ledger.current} | {r.id for r in ledger.rollouts if r.active}
-    routed = {name for name, weight in route_shares(
-        kube.find(HTTPROUTES, ledger.deployment, config.namespace)) if weight}
+    route = kube.find(HTTPROUTES, ledger.deployment, config.namespace)
+    routed = {name for name, weight in route_weights(route or {}).items() if weight}
     done = []
     for retiring in due:
         name = release_name(ledger.deployment, retiring.release) if retiring.release \
@@ -273,12 +275,3 @@ def _note(ledger: Ledger, rollout: Rollout, detail: str) -> bool:
         return False
     ledger.update(rollout.id, progress=detail)
     return True
-
-
-def route_shares(route: dict[str, Any] | None) -> list[tuple[str, int]]:
-    """(Service, weight) of a rendered or read route's first rule."""
-    if not route:
-        return []
-    rules = (route.get("spec") or {}).get("rules") or [{}]
-    return [(ref.get("name", ""), int(ref.get("weight", 1)))
-            for ref in rules[0].get("backendRefs") or []]

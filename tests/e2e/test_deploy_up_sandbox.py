@@ -24,10 +24,13 @@ from typing import Any
 import pytest
 
 from sandbox.cluster.managers import ANNOTATION_UNREADY
+from sandbox.cluster.objects import loopback_url
 from sandbox.supervisor.provision import kubectl
+from shared.config import ServingConfig
 from shared.deployment.up import CONTROLLERS
 from shared.jobs.lookup import LOCAL_QUEUES
-from shared.kube import DEPLOYMENTS, get_client, reset_client
+from shared.kube import DEPLOYMENTS, GATEWAYS, get_client, reset_client
+from shared.serving.gateway import LISTENER
 from tests.e2e.conftest import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -90,6 +93,20 @@ def test_deploy_up_waits_for_the_controllers_then_applies_the_overlay_and_checks
     assert "localqueue.kueue.x-k8s.io/research-queue serverside-applied" in out
     assert "no problems found" in out
     assert kube.find(LOCAL_QUEUES, "research-queue", "research") is not None
+    # The serving Gateway of the overlay is programmed by the cluster's GKE Gateway
+    # controller, and listens where a client on the host reaches it.
+    serving = ServingConfig()
+    assert f"gateway.gateway.networking.k8s.io/{serving.gateway} serverside-applied" in out
+
+    def programmed() -> dict[str, Any] | None:
+        gateway = kube.find(GATEWAYS, serving.gateway, serving.namespace)
+        conditions = ((gateway or {}).get("status") or {}).get("conditions") or []
+        return gateway if any(c["type"] == "Programmed" and c["status"] == "True"
+                              for c in conditions) else None
+
+    gateway = wait_for(programmed, 10)
+    assert gateway, kube.find(GATEWAYS, serving.gateway, serving.namespace)
+    assert loopback_url(gateway, LISTENER).startswith("http://127.0.0.1:")
 
 
 def test_deploy_up_stops_at_a_controller_not_yet_available_and_resumes_there(

@@ -18,10 +18,10 @@ from sandbox.kubeapi import KubeApiServer
 from shared.cli import main as cli
 from shared.config import ServingConfig
 from shared.kube import DEPLOYMENTS, HTTPROUTES, SERVICES
+from shared.serving.gateway import route_weights
 from shared.serving.ledger import load_ledger
 from shared.serving.reconcile import reconcile_models
 from shared.serving.triton import release_name
-from shared.serving.triton_rollout import route_shares
 from tests.functional.conftest import SERVING_NAMESPACE as NAMESPACE
 from tests.serving_fixtures import (
     REPO,
@@ -61,7 +61,7 @@ def deployed(env: dict[str, Any]) -> dict[str, str]:
 def routed(env: dict[str, Any]) -> dict[str, int]:
     """The weight the model's HTTPRoute gives each release's Service."""
     route = env["kube"].find(HTTPROUTES, "toy-lm", NAMESPACE)
-    return dict(route_shares(route))
+    return route_weights(route) if route else {}
 
 
 def controller_reports_ready(api: KubeApiServer, release: str) -> None:

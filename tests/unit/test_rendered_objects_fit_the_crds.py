@@ -186,3 +186,13 @@ def test_a_local_queues_cluster_queue_cannot_change(tmp_path):
     assert errors_of(new, old) == ['spec.clusterQueue: Invalid value: "string": field is '
                                    'immutable']
     assert errors_of(new) == []  # a transition rule: checked on update only
+
+
+def test_the_serving_gateway_of_the_overlay_fits_the_gateway_crd(tmp_path):
+    [gateway] = [o for o in overlay_objects(tmp_path) if o["kind"] == "Gateway"]
+
+    assert errors_of(gateway) == []
+    assert gateway["metadata"]["namespace"] == CONFIG.serving.namespace
+    assert gateway["spec"]["gatewayClassName"] == "gke-l7-rilb"
+    [listener] = gateway["spec"]["listeners"]
+    assert listener["allowedRoutes"]["namespaces"] == {"from": "Same"}

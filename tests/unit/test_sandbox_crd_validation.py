@@ -412,3 +412,17 @@ def test_one_error_is_unbracketed_and_several_are_listed_once_each():
     assert two.details["causes"][2] == {"reason": "FieldValueNotSupported", "field": "spec.b",
                                         "message": 'Unsupported value: "x": supported '
                                                    'values: "y"'}
+
+
+@pytest.mark.parametrize(("rule", "value"), [
+    ('self.split("/") == ["a", "b", "c"]', "a/b/c"),
+    ('self.split("/", 2) == ["a", "b/c"]', "a/b/c"),
+    ('self.split("/", 0) == []', "a/b/c"),
+    ('self.split("") == ["a", "b"]', "ab"),
+    ('self.split("/")[0].size() < 253', "example.com/key"),
+])
+def test_split_behaves_as_go_strings_split_n_as_cel_go_ext_strings_does(rule, value):
+    schema = schema_of({"field": {"type": "string",
+                                  "x-kubernetes-validations": [{"rule": rule}]}})
+
+    assert rule_errors(schema, {"field": value}) == []

@@ -54,4 +54,6 @@ def test_the_crd_copies_are_what_the_pinned_releases_and_gke_install() -> None:
                      "localqueues.kueue.x-k8s.io", "resourceflavors.kueue.x-k8s.io",
                      "workloadpriorityclasses.kueue.x-k8s.io", "workloads.kueue.x-k8s.io"}
     assert [load_crd(p)["metadata"]["name"] for p in gke_crd_files()] == [
-        "podmonitorings.monitoring.googleapis.com"]
+        "gatewayclasses.gateway.networking.k8s.io", "gateways.gateway.networking.k8s.io",
+        "httproutes.gateway.networking.k8s.io", "referencegrants.gateway.networking.k8s.io",
+        "podmonitorings.monitoring.googleapis.com", "healthcheckpolicies.networking.gke.io"]

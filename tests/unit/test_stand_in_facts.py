@@ -9,13 +9,18 @@ These tests are where the two copies meet; a disagreement is a wrong fact on one
 from __future__ import annotations
 
 import math
+from typing import get_args
 
 import pytest
 
+from sandbox.cluster.gateways import GKE_CLASSES
 from sandbox.gke import tpu_facts
+from sandbox.kubeapi.crd_schema import crds
 from sandbox.pubsub import model as pubsub_standin
 from shared import pubsub as pubsub_library
+from shared.config import ServingConfig
 from shared.jobspec.tpu import UnknownTpuTypeError, catalogue, lookup
+from shared.serving.gateway import MAX_BACKENDS, MAX_WEIGHT
 
 _LARGEST_CORES = {"v4": 8192, "v5p": 17920}
 
@@ -72,3 +77,20 @@ def test_the_larger_slices_the_sandbox_gke_accepts_are_the_ones_the_catalogue_de
                                   "MAX_PUBLISH_MESSAGES"])
 def test_the_sandbox_pubsub_enforces_the_publish_limit_the_library_keeps_to(name):
     assert getattr(pubsub_standin, name) == getattr(pubsub_library, name)
+
+
+def test_every_gateway_class_the_config_offers_is_one_the_sandboxs_gke_provides():
+    offered = get_args(ServingConfig.model_fields["gateway_class"].annotation)
+
+    assert offered
+    assert set(offered) <= set(GKE_CLASSES)
+    assert ServingConfig().gateway_class in GKE_CLASSES
+
+
+def test_the_route_limits_the_library_keeps_to_are_the_pinned_httproute_crds():
+    [route] = [crd for crd in crds() if crd.kind == "HTTPRoute"]
+    rules = route.versions["v1"].schema.properties["spec"].properties["rules"]
+    refs = rules.items.properties["backendRefs"]
+
+    assert refs.max_items == MAX_BACKENDS
+    assert refs.items.properties["weight"].maximum == MAX_WEIGHT

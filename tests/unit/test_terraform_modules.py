@@ -10,6 +10,7 @@ The helpers at the top are shared by the other tests/unit/test_terraform_*.py fi
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
 import re
@@ -23,6 +24,8 @@ from typing import Any
 import hcl2
 import pytest
 from hcl2 import SerializationOptions
+
+from shared.serving.gateway import ROUTE_PORT
 
 ROOT = Path(__file__).resolve().parents[2]
 TERRAFORM = ROOT / "terraform"
@@ -316,3 +319,35 @@ def test_private_clusters_let_the_control_plane_reach_the_admission_webhooks_on_
     private = cluster["dynamic"][0]["private_cluster_config"]["content"][0]
     assert private["master_ipv4_cidr_block"] == "${var.master_ipv4_cidr_block}"
     assert rule["priority"] < gke["google_compute_firewall.deny_ingress"]["priority"]
+
+
+def test_the_cluster_runs_gkes_gateway_controller_with_the_standard_channel_crds() -> None:
+    cluster = resources(MODULES / "gke")["google_container_cluster.cluster"]
+    assert cluster["gateway_api_config"] == [{"channel": "CHANNEL_STANDARD"}]
+
+
+def test_the_internal_gateway_has_its_proxy_only_subnet_apart_from_the_other_ranges() -> None:
+    gke = resources(MODULES / "gke")
+    subnet = gke["google_compute_subnetwork.proxy_only"]
+    assert (subnet["purpose"], subnet["role"]) == ("REGIONAL_MANAGED_PROXY", "ACTIVE")
+    assert subnet["region"] == "${var.region}"
+    assert "log_config" not in subnet  # refused on a proxy-only subnet
+    variables = blocks(MODULES / "gke", "variable")
+    ranges = [ipaddress.ip_network(variables[name]["default"]) for name in
+              ("proxy_only_cidr", "subnet_cidr", "pods_cidr", "services_cidr")]
+    assert not any(a.overlaps(b) for i, a in enumerate(ranges) for b in ranges[i + 1:])
+
+
+def test_the_gateways_proxies_and_health_checks_may_reach_tritons_port_and_only_it() -> None:
+    gke = resources(MODULES / "gke")
+    variables = blocks(MODULES / "gke", "variable")
+    assert variables["gateway_backend_ports"]["default"] == [str(ROUTE_PORT)]
+    proxies = gke["google_compute_firewall.gateway_proxies"]
+    checks = gke["google_compute_firewall.gateway_health_checks"]
+    assert proxies["source_ranges"] == ["${var.proxy_only_cidr}"]
+    assert checks["source_ranges"] == "${var.health_check_ranges}"
+    for rule in (proxies, checks):
+        assert rule["direction"] == "INGRESS"
+        assert rule["allow"] == [{"protocol": "tcp", "ports": "${var.gateway_backend_ports}"}]
+        assert rule["target_service_accounts"] == ["${google_service_account.nodes.email}"]
+        assert rule["priority"] < gke["google_compute_firewall.deny_ingress"]["priority"]

@@ -93,6 +93,66 @@ resource "google_compute_subnetwork" "subnet" {
   }
 }
 
+# The serving Gateway (class gke-l7-rilb, shared/serving/gateway.py) is a regional
+# internal Application Load Balancer: its Envoy proxies run in a proxy-only subnet of
+# the region, one per network and region, which must exist before the Gateway is
+# programmed. No flow logs: the API refuses log_config on a REGIONAL_MANAGED_PROXY
+# subnet.
+resource "google_compute_subnetwork" "proxy_only" {
+  project       = var.project_id
+  name          = "${var.network_name}-${var.region}-proxy-only"
+  region        = var.region
+  network       = google_compute_network.network.id
+  ip_cidr_range = var.proxy_only_cidr
+  purpose       = "REGIONAL_MANAGED_PROXY"
+  role          = "ACTIVE"
+}
+
+# The load balancer's proxies connect to the Triton pods themselves (container-native
+# load balancing: the pods are its endpoints), from the proxy-only subnet; Google's
+# health checkers probe the same port (HealthCheckPolicy /v2/health/ready) from
+# Google's documented probe ranges. Without these the deny-all rule below keeps
+# every backend unhealthy. Only to the nodes' service account, only Triton's HTTP port.
+resource "google_compute_firewall" "gateway_proxies" {
+  project     = var.project_id
+  name        = "${var.network_name}-gateway-proxies"
+  network     = google_compute_network.network.id
+  description = "The serving Gateway's proxies (proxy-only subnet) to Triton's HTTP port on the pods of ${var.name}."
+  direction   = "INGRESS"
+  priority    = 1000
+
+  allow {
+    protocol = "tcp"
+    ports    = var.gateway_backend_ports
+  }
+  source_ranges           = [var.proxy_only_cidr]
+  target_service_accounts = [google_service_account.nodes.email]
+
+  log_config {
+    metadata = "INCLUDE_ALL_METADATA"
+  }
+}
+
+resource "google_compute_firewall" "gateway_health_checks" {
+  project     = var.project_id
+  name        = "${var.network_name}-gateway-health-checks"
+  network     = google_compute_network.network.id
+  description = "Google Cloud health checks of the serving Gateway's backends (Triton's HTTP port) on ${var.name}."
+  direction   = "INGRESS"
+  priority    = 1000
+
+  allow {
+    protocol = "tcp"
+    ports    = var.gateway_backend_ports
+  }
+  source_ranges           = var.health_check_ranges
+  target_service_accounts = [google_service_account.nodes.email]
+
+  log_config {
+    metadata = "INCLUDE_ALL_METADATA"
+  }
+}
+
 # Private nodes have no external address: NAT lets them pull public images.
 resource "google_compute_router" "router" {
   count = var.enable_private_nodes ? 1 : 0
@@ -188,6 +248,12 @@ resource "google_container_cluster" "cluster" {
 
   release_channel {
     channel = var.release_channel
+  }
+
+  # GKE installs the Gateway API's standard-channel CRDs and runs its Gateway
+  # controller: the serving Gateway and every model's HTTPRoute need both.
+  gateway_api_config {
+    channel = "CHANNEL_STANDARD"
   }
 
   enable_shielded_nodes       = true

@@ -42,6 +42,24 @@ variable "services_cidr" {
   default     = "10.20.0.0/20"
 }
 
+variable "proxy_only_cidr" {
+  type        = string
+  description = "Range of the proxy-only subnet the serving Gateway's regional internal Application Load Balancer needs (Google recommends a /23); it must not overlap the other ranges."
+  default     = "10.10.16.0/23"
+}
+
+variable "gateway_backend_ports" {
+  type        = list(string)
+  description = "Pod ports the serving Gateway's proxies and health checks may reach: Triton's HTTP port (shared/serving/gateway.py ROUTE_PORT)."
+  default     = ["8000"]
+}
+
+variable "health_check_ranges" {
+  type        = list(string)
+  description = "Google Cloud's health-check probe ranges for Application Load Balancers."
+  default     = ["35.191.0.0/16", "130.211.0.0/22"]
+}
+
 variable "release_channel" {
   type        = string
   description = "GKE release channel."
