@@ -11,6 +11,7 @@ import pytest
 from shared import kube, storage
 from shared.kube import CONFIG_MAPS, DEPLOYMENTS
 from shared.serving.ledger import load_ledger
+from shared.serving.triton import release_name
 from tests.serving_fixtures import (
     REPO,
     TOY_CONFIG,
@@ -45,6 +46,11 @@ def ledger_of(client: kube.KubeClient, model: str = "toy-lm") -> Any:
     return load_ledger(client, NAMESPACE, model)
 
 
+def deployments(client: kube.KubeClient) -> list[dict[str, Any]]:
+    """Every Triton Deployment of toy-lm, whatever its release."""
+    return client.list(DEPLOYMENTS, NAMESPACE, label_selector="app.kubernetes.io/instance=toy-lm")
+
+
 def test_a_manifest_rolls_out_an_immutable_release_pinned_to_its_version(app, env):
     upload = upload_version(env["bucket"], "toy-lm", "v1", FILES)
 
@@ -53,7 +59,8 @@ def test_a_manifest_rolls_out_an_immutable_release_pinned_to_its_version(app, en
     ledger = ledger_of(env["kube"])
     [rollout] = ledger.rollouts
     assert (rollout.version, rollout.state) == ("v1", "rolling-out")
-    deployment = env["kube"].get(DEPLOYMENTS, "toy-lm", NAMESPACE)
+    [deployment] = deployments(env["kube"])
+    assert deployment["metadata"]["name"] == release_name("toy-lm", rollout.id)
     args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
     repository = f"gs://{env['bucket'].name}/releases/toy-lm/{rollout.id}/"
     assert f"--model-repository={repository}" in args
@@ -72,14 +79,13 @@ def test_a_manifest_rolls_out_an_immutable_release_pinned_to_its_version(app, en
 def test_a_duplicate_delivery_changes_nothing(app, env):
     upload = upload_version(env["bucket"], "toy-lm", "v1", FILES)
     assert deliver(app, env["bucket"].name, upload.name, upload.generation) == 200
-    before = env["kube"].get(DEPLOYMENTS, "toy-lm", NAMESPACE)["metadata"]["resourceVersion"]
+    [before] = [d["metadata"]["resourceVersion"] for d in deployments(env["kube"])]
 
     assert deliver(app, env["bucket"].name, upload.name, upload.generation,
                    message_id="1002") == 200
 
     assert len(ledger_of(env["kube"]).rollouts) == 1
-    after = env["kube"].get(DEPLOYMENTS, "toy-lm", NAMESPACE)["metadata"]["resourceVersion"]
-    assert after == before
+    assert [d["metadata"]["resourceVersion"] for d in deployments(env["kube"])] == [before]
 
 
 def test_the_eventarc_event_of_the_same_upload_is_a_duplicate_of_the_notification(app, env):
@@ -123,7 +129,7 @@ def test_a_manifest_whose_file_is_missing_deploys_nothing_and_names_the_file(app
     assert rollout.state == "rejected"
     assert "model.py" in (rollout.reason or "")
     assert rollout.field == "files[1].path"
-    assert env["kube"].find(DEPLOYMENTS, "toy-lm", NAMESPACE) is None
+    assert deployments(env["kube"]) == []
 
 
 def test_a_checksum_mismatch_deploys_nothing_and_names_the_file(app, env):
@@ -136,7 +142,7 @@ def test_a_checksum_mismatch_deploys_nothing_and_names_the_file(app, env):
     assert rollout.state == "rejected"
     assert rollout.field == "files[1].md5"
     assert "model.py" in (rollout.reason or "")
-    assert env["kube"].find(DEPLOYMENTS, "toy-lm", NAMESPACE) is None
+    assert deployments(env["kube"]) == []
 
 
 def test_a_bad_config_pbtxt_deploys_nothing_and_says_why(app, env):
@@ -148,7 +154,7 @@ def test_a_bad_config_pbtxt_deploys_nothing_and_says_why(app, env):
     [rollout] = ledger_of(env["kube"]).rollouts
     assert rollout.state == "rejected"
     assert "config.pbtxt" in (rollout.reason or "")
-    assert env["kube"].find(DEPLOYMENTS, "toy-lm", NAMESPACE) is None
+    assert deployments(env["kube"]) == []
 
 
 def test_a_manifest_that_contradicts_its_path_is_refused_with_the_field(app, env):
@@ -175,7 +181,7 @@ def test_hostile_object_names_are_acknowledged_and_create_nothing(app, env, name
     assert deliver(app, env["bucket"].name, name, 5) == 200
 
     assert env["kube"].list(CONFIG_MAPS, NAMESPACE) == []
-    assert env["kube"].find(DEPLOYMENTS, "toy-lm", NAMESPACE) is None
+    assert deployments(env["kube"]) == []
 
 
 def test_an_overwritten_manifest_is_a_new_request_and_its_old_event_is_stale(app, env):
