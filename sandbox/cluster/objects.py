@@ -205,7 +205,7 @@ def loopback_url(service: Mapping[str, Any], port_name: str = "http") -> str:
     """``http://127.0.0.1:PORT`` of the loopback proxy of a Service's port ``port_name``
     (from :data:`ANNOTATION_HOST_PORTS`): where a client on the host reaches any proxied
     Service, ClusterIP ones included, as it would through a port-forward. Fits
-    ``shared.serving.operator.load_target``'s ``service_url``. NotFoundError when the
+    ``shared.serving.operator.load_target``'s ``url_of``. NotFoundError when the
     Service has no proxy for that port."""
     try:
         ports = json.loads(annotations_of(service).get(ANNOTATION_HOST_PORTS) or "{}")

@@ -224,7 +224,7 @@ def deployment_target(deployment: str, sandbox: Any) -> Any:
     kube.reset_client()
     return load_target(kube.get_client(), load_config(str(sandbox.config)), deployment,
                        sandbox.saxml_proxy_url if sandbox.has("saxml") else None,
-                       service_url=loopback_url)
+                       url_of=loopback_url)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -3,10 +3,11 @@
 Every release of a Triton model runs behind a Service of its own (named by
 :func:`shared.serving.triton.release_name`). The model's ``HTTPRoute``
 (``gateway.networking.k8s.io/v1``) attaches to the serving Gateway (``serving.gateway``,
-created by the deployment definition) and sends every request under ``/v2/models/<model>`` to those Services,
-each with a weight: the Gateway picks a backend per request with probability
-weight / sum of weights, so shifting weights from the current release to a canary
-moves that share of requests, not of connections or pods.
+created by the deployment definition) and sends every request under
+``/v2/models/<model>`` to those Services, each with a weight: the Gateway picks a
+backend per request with probability weight / sum of weights, so shifting weights from
+the current release to a canary moves that share of requests, not of connections or
+pods.
 
 **One prefix per model.** Triton's KServe v2 HTTP paths for a model all start with
 ``/v2/models/<model>`` (``/infer``, ``/generate``, ``/generate_stream``, ``/ready``,

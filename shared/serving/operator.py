@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 from shared.config import AccelopsConfig
 from shared.errors import NotFoundError, PermanentError
-from shared.kube import SERVICES, KubeClient
+from shared.kube import GATEWAYS, KubeClient
 from shared.serving import endpoints
 from shared.serving.endpoints import ServiceUrl
+from shared.serving.gateway import LISTENER
 from shared.serving.ledger import Ledger, Rollout, list_ledgers, load_ledger, save_ledger
 from shared.serving.rollout_start import supersede_active
 from shared.serving.servers import Servers
@@ -164,13 +165,14 @@ class LoadTarget:
 
 def load_target(kube: KubeClient, config: AccelopsConfig, deployment: str,
                 saxml_proxy: str | None = None, *,
-                service_url: ServiceUrl = endpoints.service_url) -> LoadTarget:
+                url_of: ServiceUrl = endpoints.gateway_url) -> LoadTarget:
     """The address, server and model name that serve ``deployment`` now.
 
-    ``service_url`` finds where a client outside the cluster reaches the Triton
-    Service's ``http`` port: by default what Kubernetes reports
-    (:func:`shared.serving.endpoints.service_url`); a caller that reaches Services
-    another way — a port-forward, a local cluster's loopback proxies — passes its own.
+    A Triton model is reached through the serving Gateway, so a load test sees what
+    users see, canary included. ``url_of`` finds where a client outside the cluster
+    reaches the Gateway's ``http`` listener: by default the address it reports
+    (:func:`shared.serving.endpoints.gateway_url`); a caller that reaches it another
+    way — a port-forward, a local cluster's loopback proxies — passes its own.
 
     NotFoundError when no model is deployed there or it has no outside address.
     """
@@ -187,8 +189,8 @@ def load_target(kube: KubeClient, config: AccelopsConfig, deployment: str,
                 raise NotFoundError("no Saxml proxy address: set ACCELOPS_SAXML_PROXY",
                                     field="deployment")
             return LoadTarget(saxml_proxy, "saxml", current.serving, current.version)
-        service = kube.get(SERVICES, deployment, namespace)
-        return LoadTarget(service_url(service, "http"), "triton", ledger.model,
+        gateway = kube.get(GATEWAYS, config.serving.gateway, namespace)
+        return LoadTarget(url_of(gateway, LISTENER), "triton", ledger.model,
                           current.version)
     raise NotFoundError(f"no model is deployed as {deployment!r} in namespace {namespace}",
                         field="deployment")
