@@ -189,7 +189,7 @@ class TestComparison:
     @property
     def warnings(self) -> tuple[str, ...]:
         """Why the comparison may mislead: the same test twice, different servers or
-        models, a test that mixed models."""
+        models, different SLOs (for goodput), a test that mixed models."""
         test, other = self.test, self.other
         found: list[str] = []
         if test.test_id == other.test_id:
@@ -199,6 +199,10 @@ class TestComparison:
             mine, theirs = getattr(test, field), getattr(other, field)
             if mine != theirs:
                 found.append(f"different {what}: {mine or 'unknown'} and {theirs or 'unknown'}")
+        slos = ("slo_ttft_ms", "slo_tpot_ms", "slo_latency_ms")
+        if ((test.has_slos or other.has_slos)
+                and [getattr(test, f) for f in slos] != [getattr(other, f) for f in slos]):
+            found.append("different SLOs: goodput was judged against different objectives")
         for summary in (test, other):
             if summary.mixed_models:
                 found.append(f"{summary.test_id} sent requests to several models "
