@@ -223,7 +223,9 @@ def _slos(options: Any, stream: bool,
     values: dict[str, float | None] = {}
     for name in ("slo_ttft_ms", "slo_tpot_ms", "slo_latency_ms"):
         flag = "--" + name.replace("_", "-")
-        if _option(options, name) is None:
+        raw = _option(options, name)
+        if raw is None or (isinstance(raw, str) and not raw.strip()):
+            # Unset; the web UI's form posts an empty field as "".
             values[name] = None
             continue
         value = float(_number(options, name, float))

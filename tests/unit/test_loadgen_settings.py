@@ -158,3 +158,11 @@ def test_a_latency_slo_needs_no_streaming() -> None:
 def test_an_slo_must_be_a_positive_number_of_ms_at_most_a_day(value: str) -> None:
     with pytest.raises(ConfigError, match=r"^--slo-latency-ms: .* must be above 0"):
         settings("--slo-latency-ms", value)
+
+
+def test_an_slo_left_empty_in_the_web_uis_form_is_no_slo() -> None:
+    # Locust's /swarm stores a form field of an option without a default as posted.
+    options = parse(["--model", "toy-lm", "--metrics-project", "p1", "--stream"])
+    options.slo_ttft_ms, options.slo_tpot_ms = "", "35"
+
+    assert settings_from(options).slos == Slos(ttft_ms=None, tpot_ms=35.0)
