@@ -88,6 +88,11 @@ def add_commands(sub: Subcommands) -> None:
                                "time to first token; model default toy-lm-stream")
     loadtest.add_argument("--bad-request-ratio", type=float, default=0.0,
                           help="fraction of requests sent to a missing model (default: 0)")
+    for measure, needs in (("ttft", " (with --stream)"), ("tpot", " (with --stream)"),
+                           ("latency", "")):
+        loadtest.add_argument(f"--slo-{measure}-ms", type=float, metavar="MS",
+                              help=f"SLO on {measure.upper() if needs else measure}{needs}: "
+                                   "goodput counts the requests meeting every SLO given")
     loadtest.add_argument("--report-dir", default="reports",
                           help="where the HTML report goes (default: reports)")
     loadtest.add_argument("--no-report", action="store_true", help="print the summary only")

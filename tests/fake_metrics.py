@@ -53,9 +53,13 @@ def make_summary(test_id: str, *, duration_s: float = 300.0, start: datetime = S
 
 def make_series(test_id: str, points: int, *, step_s: float = 1.0, scale: float = 1.0,
                 start: datetime = START, users: int | None = 64,
-                streamed: bool = False) -> list[SeriesPoint]:
+                streamed: bool = False, per_token: bool | None = None,
+                goodput: bool = False) -> list[SeriesPoint]:
     """``points`` buckets ``step_s`` apart with a smooth wave, a few errors, users ramping
-    up over the first eight buckets, and the first and last buckets partial."""
+    up over the first eight buckets, and the first and last buckets partial. A
+    ``streamed`` series has times to first token and, unless ``per_token`` is False,
+    times per output token; ``goodput`` adds the requests/s meeting SLOs."""
+    tpot = streamed if per_token is None else per_token
     series = []
     for i in range(points):
         wave = 1.0 + 0.2 * math.sin(i / 10)
@@ -71,6 +75,11 @@ def make_series(test_id: str, points: int, *, step_s: float = 1.0, scale: float 
             users=None if users is None else min(users, math.ceil(users * (i + 1) / 8)),
             ttft_p50_ms=0.3 * p50 if streamed else None,
             ttft_p90_ms=0.5 * p50 if streamed else None,
+            ttft_p99_ms=0.8 * p50 if streamed else None,
+            tpot_p50_ms=0.02 * p50 if tpot else None,
+            tpot_p90_ms=0.03 * p50 if tpot else None,
+            tpot_p99_ms=0.05 * p50 if tpot else None,
+            goodput_qps=0.8 * (requests - errors) / step_s if goodput else None,
             partial=i in (0, points - 1),
         ))
     return series
@@ -141,7 +150,8 @@ class FakeSource:
             answer[test_id] = make_series(
                 test_id, max(1, math.ceil(summary.duration_s / step)), step_s=step,
                 scale=self._scales.get(test_id, 1.0), start=summary.started,
-                users=summary.users, streamed=summary.ttft_p50_ms is not None)
+                users=summary.users, streamed=summary.ttft_p50_ms is not None,
+                per_token=summary.tpot_p50_ms is not None, goodput=summary.has_slos)
         return answer
 
     def request_stats(self, test_ids: Sequence[str]) -> dict[str, list[RequestStats]]:

@@ -74,6 +74,8 @@ class LoadTest:
     max_tokens: int = 16
     bad_request_ratio: float = 0.0
     stream: bool = False
+    # --slo-ttft-ms, --slo-tpot-ms, --slo-latency-ms as given (flag, value pairs).
+    slo_options: tuple[str, ...] = ()
     # More locustfiles loaded beside the load generator's (Locust plugins: their event
     # listeners and options), and options for them. The tests end a run by a condition
     # this way instead of by wall seconds.
@@ -91,6 +93,7 @@ class LoadTest:
             "--accelerator", self.accelerator, "--max-tokens", str(self.max_tokens),
             "--bad-request-ratio", str(self.bad_request_ratio),
             *(["--stream"] if self.stream else []),
+            *self.slo_options,
             *self.plugin_options,
         ]
 
@@ -227,6 +230,17 @@ def deployment_target(deployment: str, sandbox: Any) -> Any:
                        url_of=loopback_url)
 
 
+def slo_options(args: argparse.Namespace) -> tuple[str, ...]:
+    """The load generator's ``--slo-*-ms`` options for those given to ``accelops
+    loadtest`` (the load generator checks them)."""
+    given = []
+    for name in ("slo_ttft_ms", "slo_tpot_ms", "slo_latency_ms"):
+        value = getattr(args, name, None)
+        if value is not None:
+            given += ["--" + name.replace("_", "-"), repr(float(value))]
+    return tuple(given)
+
+
 def main(args: argparse.Namespace) -> int:
     test_id = args.test_id or new_test_id()
     model = args.model or (STREAM_MODEL if args.stream else DEFAULT_MODELS[args.server])
@@ -243,7 +257,8 @@ def main(args: argparse.Namespace) -> int:
         test = LoadTest(test_id=test_id, host=host, server=args.server, users=args.users,
                         duration_s=args.duration, model=model, accelerator=args.accelerator,
                         max_tokens=args.max_tokens, bad_request_ratio=args.bad_request_ratio,
-                        stream=args.stream)
+                        stream=args.stream,
+                        slo_options=slo_options(args))
         source = BigQueryMetrics.from_env()
         summary = run(test, sandbox.env(), source)
         print(format_summary(summary))

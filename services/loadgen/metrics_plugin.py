@@ -306,7 +306,7 @@ def _listen(hook: Any, handler: Callable[..., None]) -> None:
 
 def _run_info(settings: Settings) -> RunInfo:
     return RunInfo(test_id=settings.test_id, server=settings.server, model=settings.model,
-                   accelerator=settings.accelerator)
+                   accelerator=settings.accelerator, slos=settings.slos)
 
 
 def forward_run_parameters(environment: Environment, **_: Any) -> None:

@@ -8,10 +8,12 @@
   vLLM and TensorRT-LLM backends, and the sandbox's toy model, stream on) answers
   server-sent events, one JSON object each, whose ``text_output`` is the next piece
   of the completion. :class:`TritonStream` reads them as they arrive: the time of
-  the first event with text is the time to first token; the pieces joined are the
-  completion; ``num_output_tokens`` / ``num_input_tokens``, when events carry them,
-  are taken from the last that did (counts so far, so the last is the total). An
-  event ``{"error": ...}`` fails the request, as does a stream without any text.
+  the first event with text is the time to first token, the gaps between successive
+  events with text the inter-token latencies (:mod:`services.loadgen.token_timing`);
+  the pieces joined are the completion; ``num_output_tokens`` / ``num_input_tokens``,
+  when events carry them, are taken from the last that did (counts so far, so the
+  last is the total). An event ``{"error": ...}`` fails the request, as does a stream
+  without any text.
 * The Saxml HTTP proxy's ``POST /generate`` with ``{"model", "query",
   "extra_inputs"}``; proxies differ in what they return (a list of ``[text, score]``
   pairs, the same under ``generate_response``, an object with the text under some
@@ -39,6 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from .sse import SseDecoder, SseError
+from .token_timing import TokenClock, time_per_output_token
 
 __all__ = [
     "BUILTIN_PROMPTS",
@@ -85,9 +88,17 @@ class Completion:
     model_response_time: float | None  # ms, as the server reported
     # ms from sending the request to the first token; streamed requests only.
     time_to_first_token: float | None = None
+    # ms from sending the request to the end of the stream; streamed requests only.
+    stream_end: float | None = None
+    # ms between successive events that carried text (at most the record's bound).
+    inter_token_latencies: tuple[float, ...] = ()
 
     def context(self, prompt: str) -> dict[str, Any]:
-        """The request-context fields for the record; missing counts by whitespace."""
+        """The request-context fields for the record; missing counts by whitespace.
+
+        Time per output token needs the output count, so it is computed here, from the
+        same count the record carries (the server's, else the whitespace count).
+        """
         output = self.num_output_tokens
         tokenizer = "server"
         if output is None:
@@ -98,7 +109,10 @@ class Completion:
             inputs = whitespace_tokens(prompt)
         return {"num_input_tokens": inputs, "num_output_tokens": output,
                 "tokenizer": tokenizer, "model_response_time": self.model_response_time,
-                "time_to_first_token": self.time_to_first_token}
+                "time_to_first_token": self.time_to_first_token,
+                "time_per_output_token": time_per_output_token(
+                    self.time_to_first_token, self.stream_end, output),
+                "inter_token_latencies": list(self.inter_token_latencies)}
 
 
 def whitespace_tokens(text: str) -> int:
@@ -173,7 +187,7 @@ class TritonStream:
 
     received_bytes: int = 0
     events: int = 0
-    first_token_ms: float | None = None
+    _clock: TokenClock = field(default_factory=TokenClock, repr=False)
     _decoder: SseDecoder = field(default_factory=SseDecoder, repr=False)
     _pieces: list[str] = field(default_factory=list, repr=False)
     _num_input_tokens: int | None = None
@@ -209,26 +223,35 @@ class TritonStream:
             return
         text = _first(body.get("text_output"))
         if isinstance(text, str) and text:
-            if self.first_token_ms is None:
-                self.first_token_ms = at_ms
+            self._clock.token(at_ms)
             self._pieces.append(text)
         for key in ("num_input_tokens", "num_output_tokens"):
             if (count := _count(_first(body.get(key)))) is not None:
                 setattr(self, f"_{key}", count)
 
-    def finish(self) -> Completion:
-        """The completion once the stream has ended. Raises ResponseError when an event
-        reported an error, or no event carried text."""
+    @property
+    def first_token_ms(self) -> float | None:
+        """When the first event with text arrived (ms after sending), if one has."""
+        return self._clock.first_ms
+
+    def finish(self, end_ms: float | None = None) -> Completion:
+        """The completion once the stream has ended, ``end_ms`` after the request was
+        sent (default: when the last token arrived). Raises ResponseError when an event
+        reported an error, or no event carried text: a failed request records no token
+        timings at all, not those of the tokens before the error."""
         if self._error is not None:
             raise ResponseError(f"stream error: {self._error}")
-        if self.first_token_ms is None:
+        clock = self._clock
+        if clock.first_ms is None:
             raise ResponseError(f"stream carried no tokens ({self.events} events)")
         return Completion(
             text="".join(self._pieces),
             num_input_tokens=self._num_input_tokens,
             num_output_tokens=self._num_output_tokens,
             model_response_time=None,
-            time_to_first_token=self.first_token_ms,
+            time_to_first_token=clock.first_ms,
+            stream_end=clock.last_ms if end_ms is None else max(end_ms, clock.last_ms or 0.0),
+            inter_token_latencies=tuple(clock.gaps),
         )
 
 

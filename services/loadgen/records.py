@@ -3,7 +3,8 @@
 Locust fires ``events.request`` with keyword arguments (``request_type``, ``name``,
 ``response_time`` in ms, ``response_length``, ``start_time`` in epoch seconds,
 ``exception``, ``context``). The user classes put what only they know (model, token
-counts, server-reported time, time to first token) into ``context``; this module adds
+counts, server-reported time, time to first token, time per output token,
+inter-token latencies) into ``context``; this module adds
 the run metadata and produces a dict with exactly
 :class:`~shared.metrics.record.MetricRecord`'s fields. (What describes the whole run,
 published once per test, is built in :mod:`services.loadgen.runs`.)
@@ -22,11 +23,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from shared.metrics.record import MAX_EXCEPTION_CHARS
+from shared.metrics.record import MAX_EXCEPTION_CHARS, MAX_INTER_TOKEN_LATENCIES
 
 __all__ = [
     "MESSAGE_DATA_LIMIT",
     "RunInfo",
+    "Slos",
     "build_record",
     "describe_exception",
     "encode_record",
@@ -44,6 +46,15 @@ _MAX_COUNT = 10**9
 
 
 @dataclass(frozen=True, slots=True)
+class Slos:
+    """The test's service-level objectives in ms (``--slo-*-ms``); None: not given."""
+
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    latency_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class RunInfo:
     """What is the same on every record of a run."""
 
@@ -51,6 +62,7 @@ class RunInfo:
     server: str
     model: str
     accelerator: str | None
+    slos: Slos = Slos()
 
 
 def _text(value: Any, limit: int) -> str:
@@ -79,6 +91,16 @@ def _count(value: Any) -> int | None:
     except (TypeError, ValueError, OverflowError):
         return None
     return min(max(count, 0), _MAX_COUNT)
+
+
+def _latencies(values: Any) -> list[float]:
+    """The inter-token latencies as the record keeps them: at most
+    ``MAX_INTER_TOKEN_LATENCIES``, each to the microsecond (a gap of 12.345678901 ms
+    costs 18 bytes of JSON, 12.346 six), unreadable ones dropped."""
+    if not isinstance(values, list | tuple):
+        return []
+    kept = (_millis(v) for v in values[:MAX_INTER_TOKEN_LATENCIES])
+    return [round(v, 3) for v in kept if v is not None]
 
 
 def describe_exception(exception: Any) -> str | None:
@@ -120,6 +142,8 @@ def build_record(event: Mapping[str, Any], run: RunInfo, users: int | None,
         "server": run.server,
         "accelerator": run.accelerator,
         "users": _count(users),
+        "time_per_output_token": _millis(context.get("time_per_output_token")),
+        "inter_token_latencies": _latencies(context.get("inter_token_latencies")),
     }
 
 

@@ -159,6 +159,9 @@ def build_run_record(phase: Phase, at: float, run: RunInfo, parameters: RunParam
         "locust_version": _short(locust_version),
         "loadgen_revision": _short(loadgen_revision),
         "host": public_host(host),
+        "slo_ttft_ms": run.slos.ttft_ms,
+        "slo_tpot_ms": run.slos.tpot_ms,
+        "slo_latency_ms": run.slos.latency_ms,
     }
 
 

@@ -13,12 +13,14 @@ import os
 import re
 import secrets
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, cast
 
 from shared.config import Topics
 from shared.errors import ConfigError
+
+from .records import Slos
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -44,6 +46,8 @@ DEFAULT_MAX_TOKENS = 128
 _TEST_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 # Pub/Sub's rule for topic ids (a full ``projects/../topics/..`` path is accepted too).
 _TOPIC = re.compile(r"^(projects/[^/]+/topics/)?[A-Za-z][A-Za-z0-9._~+%-]{2,254}$")
+# RunRecord's bound on an objective: above 0, at most a day.
+_MAX_SLO_MS = 86_400_000.0
 
 
 class _Parser(Protocol):
@@ -69,6 +73,7 @@ class Settings:
     metrics_batch_size: int
     metrics_flush_interval: float
     metrics_publish_timeout: float
+    slos: Slos = field(default_factory=Slos)
 
 
 def new_test_id(now: datetime | None = None) -> str:
@@ -115,6 +120,13 @@ def add_arguments(parser: _Parser, environ: Mapping[str, str] | None = None) -> 
         default=DEFAULT_PUBLISH_TIMEOUT,
         help="Seconds one publish, and the final flush at shutdown, may take "
              f"(default {DEFAULT_PUBLISH_TIMEOUT:g})")
+    add("--slo-ttft-ms", env_var="LOADGEN_SLO_TTFT_MS", type=float, default=None,
+        help="SLO: time to first token at most this many ms (needs --stream); "
+             "recorded with the run, judged per request in the goodput")
+    add("--slo-tpot-ms", env_var="LOADGEN_SLO_TPOT_MS", type=float, default=None,
+        help="SLO: time per output token at most this many ms (needs --stream)")
+    add("--slo-latency-ms", env_var="LOADGEN_SLO_LATENCY_MS", type=float, default=None,
+        help="SLO: the whole request's latency at most this many ms")
 
 
 def _option(options: Any, name: str) -> Any:
@@ -184,6 +196,7 @@ def settings_from(options: Any, *, new_id: Callable[[], str] = new_test_id) -> S
     publish_timeout = _number(options, "metrics_publish_timeout", float)
     if not publish_timeout > 0:
         raise fail("--metrics-publish-timeout", "positive", f"{publish_timeout} must be above 0")
+    slos = _slos(options, stream, fail)
     return Settings(
         test_id=test_id,
         server=cast(Server, server),
@@ -198,4 +211,30 @@ def settings_from(options: Any, *, new_id: Callable[[], str] = new_test_id) -> S
         metrics_batch_size=batch_size,
         metrics_flush_interval=interval,
         metrics_publish_timeout=publish_timeout,
+        slos=slos,
     )
+
+
+def _slos(options: Any, stream: bool,
+          fail: Callable[[str, str, str], ConfigError]) -> Slos:
+    """The ``--slo-*-ms`` options: each unset, or a number of ms above 0 (at most a
+    day). TTFT and TPOT exist only for streamed requests: without ``--stream`` no
+    request could meet them, so they are refused rather than make every request bad."""
+    values: dict[str, float | None] = {}
+    for name in ("slo_ttft_ms", "slo_tpot_ms", "slo_latency_ms"):
+        flag = "--" + name.replace("_", "-")
+        raw = _option(options, name)
+        if raw is None or (isinstance(raw, str) and not raw.strip()):
+            # Unset; the web UI's form posts an empty field as "".
+            values[name] = None
+            continue
+        value = float(_number(options, name, float))
+        if not 0.0 < value <= _MAX_SLO_MS:
+            raise fail(flag, "range", f"{value:g} must be above 0 and at most "
+                       f"{_MAX_SLO_MS:,.0f} (a day)")
+        if name != "slo_latency_ms" and not stream:
+            raise fail(flag, "stream", "only streamed requests have a time to first token "
+                       "and a time per output token; add --stream")
+        values[name] = value
+    return Slos(ttft_ms=values["slo_ttft_ms"], tpot_ms=values["slo_tpot_ms"],
+                latency_ms=values["slo_latency_ms"])

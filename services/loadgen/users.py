@@ -14,7 +14,9 @@ server-sent events as they arrive (``protocols.TritonStream``). Locust stops its
 when the response headers arrive if the body is streamed, so the user keeps its own:
 ``response_time`` is from just before sending to the end of the stream, and
 ``time_to_first_token`` from the same moment to the chunk that completed the first event
-with text. Both replace what Locust measured before the request event fires.
+with text. Both replace what Locust measured before the request event fires. The same
+clock times every later event with text (the inter-token latencies) and the end of the
+stream, from which ``time_per_output_token`` follows (``token_timing``).
 """
 
 from __future__ import annotations
@@ -131,10 +133,14 @@ class TritonUser(_GenerationUser):
                 response.failure(error_text(response.status_code, response.content or b""))
                 return
             stream = TritonStream()
+            ended: float | None = None
             try:
                 for chunk in response.iter_content(chunk_size=None):
                     stream.feed(chunk, (time.perf_counter() - sent) * 1000.0)
-                completion = stream.finish()
+                # One reading for the response time and the end of the stream, so
+                # time per output token is (response_time - TTFT) / (tokens - 1) exactly.
+                ended = (time.perf_counter() - sent) * 1000.0
+                completion = stream.finish(ended)
             except OSError as exc:
                 # requests' errors for a connection lost mid-stream are OSErrors.
                 response.failure(f"stream interrupted: {type(exc).__name__}: {exc}")
@@ -144,7 +150,8 @@ class TritonUser(_GenerationUser):
                 return
             finally:
                 meta = response.request_meta
-                meta["response_time"] = (time.perf_counter() - sent) * 1000.0
+                meta["response_time"] = (ended if ended is not None
+                                         else (time.perf_counter() - sent) * 1000.0)
                 meta["response_length"] = stream.received_bytes
             meta["context"].update(completion.context(prompt))
 

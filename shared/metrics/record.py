@@ -3,9 +3,12 @@
 The field names keep the metrics schema of the Saxml-on-GKE load-test reference
 (test_id, request_type, request_name, response_length, response_time in ms, start_time,
 exception, model_name, model_method, tokenizer, num_input_tokens, num_output_tokens,
-model_response_time) so its dashboards and queries keep working; accelops adds
-``time_to_first_token`` for streamed requests and, on every record, the server,
-accelerator and user count. What describes the run as a whole (target model, spawn rate,
+model_response_time) so its dashboards and queries keep working; accelops adds, on
+every record, the server, accelerator and user count, and for streamed requests
+``time_to_first_token``, ``time_per_output_token`` and ``inter_token_latencies``
+(defined in :mod:`services.loadgen.token_timing`, as vLLM's serving benchmark and
+inference-perf define them). Records of older load generators lack the last two: they
+read as null and as no gaps. What describes the run as a whole (target model, spawn rate,
 Locust version, ...) is recorded once per test instead: :mod:`shared.metrics.run`.
 
 A Pub/Sub message carries a JSON array of records (or one record object). A record's
@@ -34,6 +37,7 @@ from pydantic import (
 
 __all__ = [
     "MAX_EXCEPTION_CHARS",
+    "MAX_INTER_TOKEN_LATENCIES",
     "Count",
     "Instant",
     "MetricRecord",
@@ -45,6 +49,9 @@ __all__ = [
 ]
 
 MAX_EXCEPTION_CHARS = 2048
+# Gaps kept per streamed request: 2,048 gaps are ~14 KB of JSON, so a message of 500
+# records stays under Pub/Sub's 10 MB and an insert of 500 rows under BigQuery's.
+MAX_INTER_TOKEN_LATENCIES = 2048
 # Locust names requests by URL path; a test id goes into file names and URLs, so it is
 # kept to a safe alphabet.
 TestId = Annotated[str, StringConstraints(min_length=1, max_length=128,
@@ -82,6 +89,12 @@ class MetricRecord(BaseModel):
     server: Short | None = None
     accelerator: Short | None = None
     users: Count | None = None
+    # Streaming requests with two tokens or more: (end of stream - time to first
+    # token) / (output tokens - 1).
+    time_per_output_token: Millis | None = None
+    # Streaming requests: ms between successive token events, the first
+    # MAX_INTER_TOKEN_LATENCIES of them (a BigQuery REPEATED column: never null).
+    inter_token_latencies: list[Millis] = Field(default_factory=list)
 
     @field_validator("start_time", mode="before")
     @classmethod
@@ -94,6 +107,17 @@ class MetricRecord(BaseModel):
         # A stack trace is still useful clipped; refusing the record would lose the error.
         if isinstance(value, str):
             return value[:MAX_EXCEPTION_CHARS] or None
+        return value
+
+    @field_validator("inter_token_latencies", mode="before")
+    @classmethod
+    def _bounded_latencies(cls, value: Any) -> Any:
+        # null is "none measured"; a longer list keeps its first gaps, as the load
+        # generator does, rather than losing the request's record.
+        if value is None:
+            return []
+        if isinstance(value, list):
+            return value[:MAX_INTER_TOKEN_LATENCIES]
         return value
 
     @property

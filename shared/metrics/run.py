@@ -32,6 +32,8 @@ RUN_KIND = "run"
 Phase = Literal["start", "stop"]
 # Seconds; a week is longer than any load test anyone runs on purpose.
 _Seconds = Annotated[float, Field(ge=0, le=604_800)]
+# An objective of 0 ms could never be met; one over a day is no objective.
+_SloMillis = Annotated[float, Field(gt=0, le=86_400_000)]
 
 
 class RunRecord(BaseModel):
@@ -55,6 +57,12 @@ class RunRecord(BaseModel):
     # The target, as given to --host (scheme, host and path; credentials are stripped
     # by the load generator before publishing).
     host: Annotated[str, Field(max_length=1024)] | None = None
+    # Service-level objectives given with the test (ms); a request meets the test's
+    # SLOs when it succeeded and is within every one given (see test_summary's
+    # goodput). None: no objective on that measure.
+    slo_ttft_ms: _SloMillis | None = None
+    slo_tpot_ms: _SloMillis | None = None
+    slo_latency_ms: _SloMillis | None = None
 
     @field_validator("at", mode="before")
     @classmethod

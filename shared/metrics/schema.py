@@ -13,7 +13,9 @@ lives with each product: :mod:`shared.metrics.loadtest.sql`,
   test). Pub/Sub delivers at least once and a redelivered message is inserted again
   with the same keys; insertIds make BigQuery drop most copies, the views the rest;
 * ``test_summary`` — per test: run metadata, requests, QPS and success QPS, error rate,
-  exact p50/p90/p99, time to first token, tokens/s;
+  exact p50/p90/p99 of latency, time to first token, time per output token and
+  inter-token latency, goodput (share and rate of requests meeting the run's SLOs),
+  tokens/s;
 * ``test_timeseries`` (per minute) and ``test_timeseries_seconds`` (per second), with
   the partial first and last buckets marked;
 * ``test_requests_by_name`` and ``test_failures`` — Locust's statistics and failures
@@ -87,6 +89,14 @@ REQUEST_FIELDS: tuple[Field, ...] = (
     Field("server", "STRING", "NULLABLE", "triton, saxml, ..."),
     Field("accelerator", "STRING", "NULLABLE", "e.g. v5litepod-8, or cpu"),
     Field("users", "INT64", "NULLABLE", "concurrent load-generator users"),
+    # Added later: columns are only ever appended (bigquery.ensure_table), and rows of
+    # older load generators read as null / no gaps.
+    Field("time_per_output_token", "FLOAT64", "NULLABLE",
+          "milliseconds: (end of stream - time to first token) / (output tokens - 1); "
+          "streamed requests with two tokens or more"),
+    Field("inter_token_latencies", "FLOAT64", "REPEATED",
+          "milliseconds between successive token events of a streamed request, the "
+          "first 2,048"),
 )
 
 REJECTION_FIELDS: tuple[Field, ...] = (
@@ -119,6 +129,12 @@ RUN_FIELDS: tuple[Field, ...] = (
     Field("locust_version", "STRING"),
     Field("loadgen_revision", "STRING", "NULLABLE", "git revision of the load generator"),
     Field("host", "STRING", "NULLABLE", "the target (--host), without credentials"),
+    Field("slo_ttft_ms", "FLOAT64", "NULLABLE",
+          "SLO on time to first token (--slo-ttft-ms); null: none"),
+    Field("slo_tpot_ms", "FLOAT64", "NULLABLE",
+          "SLO on time per output token (--slo-tpot-ms); null: none"),
+    Field("slo_latency_ms", "FLOAT64", "NULLABLE",
+          "SLO on the whole request's latency (--slo-latency-ms); null: none"),
 )
 
 
@@ -215,7 +231,8 @@ VIEWS: tuple[View, ...] = (
     View("test_runs_unique", "per test: what the load generator was asked to do, and when "
          "it started and stopped", test_runs_unique),
     View("test_summary", "per test: run metadata, requests, QPS, success QPS, error rate, "
-         "exact latency percentiles over successful requests, tokens/s", test_summary),
+         "exact latency, TTFT, TPOT and inter-token latency percentiles over successful "
+         "requests, goodput against the run's SLOs, tokens/s", test_summary),
     View("test_timeseries", "per test and minute (partial first and last minutes marked)",
          test_timeseries("MINUTE", 60.0)),
     View("test_timeseries_seconds", "per test and second (partial first and last seconds "

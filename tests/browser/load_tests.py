@@ -1,8 +1,9 @@
 """The load tests the browser suite shows, sent through the real ingest path.
 
-Four tests: two of the same model a day apart (so a comparison has a baseline), one
-where a third of the requests fail, and one whose id is as long as an id may be and
-whose model, server, accelerator and exception text are markup. Ids must pass the
+Five tests: two of the same model a day apart (so a comparison has a baseline), one
+where a third of the requests fail, one whose id is as long as an id may be and
+whose model, server, accelerator and exception text are markup, and one streamed with
+SLOs (time to first token, time per output token, inter-token gaps and goodput). Ids must pass the
 test-id rule (the ingest path refuses anything else), so the hostile text goes in the
 free-text fields.
 """
@@ -16,7 +17,7 @@ from typing import Any
 
 from shared.metrics.job_event import JOB_EVENT_KIND, job_event_id
 from shared.metrics.pool_action import POOL_ACTION_KIND, pool_action_id
-from shared.metrics.run import KIND_ATTRIBUTE
+from shared.metrics.run import KIND_ATTRIBUTE, RUN_KIND
 from tests.functional.test_ingest_metrics import envelope, stored_records
 
 SCRIPT = "<script>alert(1)</script>"
@@ -29,6 +30,10 @@ BASELINE = "bench-a"
 CANDIDATE = "bench-b"
 FAILING = "run-failing"
 HOSTILE = LONG_ID
+STREAMED = "llm-streamed"
+#: The streamed test's SLOs as its run record gives them, and as its page shows them.
+STREAMED_SLOS = {"slo_ttft_ms": 40.0, "slo_tpot_ms": 4.0}
+STREAMED_SLO_TEXT = "TTFT ≤ 40 ms, TPOT ≤ 4 ms"
 
 HOSTILE_FIELDS = {"model_name": SCRIPT, "server": IMG, "accelerator": SCRIPT + IMG}
 HOSTILE_EXCEPTION = f"HTTPError('503 {SCRIPT}') {IMG} " + "E" * 300
@@ -60,9 +65,37 @@ def ingest_load_tests(client: Any) -> None:
         HOSTILE: _records(HOSTILE, 120, hour=11, latency_ms=25.0, fail_every=4,
                           exception=HOSTILE_EXCEPTION, **HOSTILE_FIELDS),
     }
+    batches[STREAMED] = _streamed_records(STREAMED, 300, hour=12)
     for number, records in enumerate(batches.values()):
         response = client.post("/", json=envelope(records, message_id=f"browser-{number}"))
         assert response.status_code == 200, response.get_data(as_text=True)
+    start = datetime(2026, 11, 21, 12, 0, tzinfo=UTC).timestamp()
+    for phase, at in (("start", start - 0.5), ("stop", start + 31.0)):
+        run = {"test_id": STREAMED, "phase": phase, "at": at, "model_name": "toy-lm-stream",
+               "server": "triton", "accelerator": "cpu", "users": 4, **STREAMED_SLOS}
+        event = envelope(message_id=f"browser-run-{phase}")
+        event["message"]["data"] = base64.b64encode(json.dumps(run).encode()).decode()
+        event["message"]["attributes"] = {KIND_ATTRIBUTE: RUN_KIND, "test_id": STREAMED}
+        response = client.post("/", json=event)
+        assert response.status_code == 200, response.get_data(as_text=True)
+
+
+def _streamed_records(test_id: str, n: int, *, hour: int) -> list[dict[str, Any]]:
+    """Streamed requests ten a second: 2-17 tokens 3-5 ms apart after a first token at
+    20-60 ms, so some requests miss :data:`STREAMED_SLOS` and some meet them."""
+    records = []
+    for i, record in enumerate(_records(test_id, n, hour=hour, latency_ms=0.0,
+                                        fail_every=20)):
+        tokens = 2 + i % 16
+        gaps = [3.0 + (i + k) % 3 for k in range(tokens - 1)]
+        ttft = 20.0 + i % 41
+        record.update(model_name="toy-lm-stream", model_method="generate_stream",
+                      num_output_tokens=tokens, response_time=ttft + sum(gaps))
+        if record["exception"] is None:
+            record.update(time_to_first_token=ttft, inter_token_latencies=gaps,
+                          time_per_output_token=sum(gaps) / (tokens - 1))
+        records.append(record)
+    return records
 
 
 #: A node pool whose team, name and accelerator are markup, removed off-hours yesterday

@@ -28,6 +28,8 @@ from tests.browser.load_tests import (
     HOSTILE_REQUEST,
     HOSTILE_TEXTS,
     LONG_ID,
+    STREAMED,
+    STREAMED_SLO_TEXT,
 )
 from tests.browser.pages import (
     Visit,
@@ -66,10 +68,11 @@ class Shown:
 
 
 PAGES = {
-    "index": Shown("/", texts=(*HOSTILE_TEXTS, BASELINE, CANDIDATE, FAILING)),
+    "index": Shown("/", texts=(*HOSTILE_TEXTS, BASELINE, CANDIDATE, FAILING, STREAMED)),
     "test": Shown(f"/tests/{HOSTILE}", texts=(*HOSTILE_TEXTS, HOSTILE_EXCEPTION)),
     "failing-test": Shown(f"/tests/{FAILING}", texts=(FAILING, "33.33 %")),
     "compared": Shown(f"/tests/{CANDIDATE}?compare={BASELINE}", texts=(CANDIDATE, BASELINE)),
+    "streamed-test": Shown(f"/tests/{STREAMED}", texts=(STREAMED, STREAMED_SLO_TEXT)),
     "compared-hostile": Shown(f"/tests/{HOSTILE}?compare={BASELINE}",
                               texts=(*HOSTILE_TEXTS, BASELINE)),
     "unknown-test": Shown("/tests/never-ran", 404, texts=("never-ran",)),

@@ -490,11 +490,12 @@ def test_every_worker_records_the_run_with_the_masters_users_spawn_rate_and_run_
         ("toy-lm", triton.url, git_revision())}
 
 
-def test_streamed_requests_record_the_time_to_their_first_token(
+def test_streamed_requests_record_their_token_timings_and_the_run_its_slos(
         tmp_path: Path, metrics_topic: str, subscriber: Any,
         inference: InferenceProcess) -> None:
     run = run_locust(tmp_path, inference.triton_url, "--stream", "--model", STREAM_MODEL,
                      "--max-tokens", "32", "--bad-request-ratio", "0.5", "--test-id", "ttft-1",
+                     "--slo-ttft-ms", "250", "--slo-tpot-ms", "20",
                      "--exit-code-on-error", "0", *until(requests=10, failures=1, successes=3))
 
     assert run.returncode == 0, run.output
@@ -513,12 +514,28 @@ def test_streamed_requests_record_the_time_to_their_first_token(
     # machine can only delay this process's reads, so a quarter of the spread is asked for.
     spread = statistics.median(r.response_time - (r.time_to_first_token or 0.0) for r in ok)
     assert spread > 15.0
+    # One gap per token event after the first; TPOT from the same clock as the response
+    # time, so it is exactly the rest of the stream over the tokens after the first.
+    for r in ok:
+        ttft = r.time_to_first_token or 0.0
+        assert len(r.inter_token_latencies) == 31
+        assert r.time_per_output_token == pytest.approx((r.response_time - ttft) / 31,
+                                                        abs=1e-9)
+        assert sum(r.inter_token_latencies) <= r.response_time - ttft + 0.032  # rounding
+    # The server spends 2 ms per token, >= 62 ms from the first to the last: the gaps
+    # add up to that, as the spread above does (a quarter of it asked for: a busy
+    # machine may read several events at once, which only moves time between gaps).
+    assert statistics.median(r.time_per_output_token or 0.0 for r in ok) > 15.0 / 31
+    assert statistics.median(sum(r.inter_token_latencies) for r in ok) > 15.0
     failed = [r for r in records if r.failed]
     assert len(failed) == run.failures > 0, (len(failed), run.failures, run.output[-2000:])
     assert all("HTTP 404: Request for unknown model" in (r.exception or "") for r in failed)
-    assert all(r.time_to_first_token is None for r in failed)
-    (start, _stop) = check_runs(messages, "ttft-1")
-    assert start.model_name == STREAM_MODEL
+    assert all((r.time_to_first_token, r.time_per_output_token, r.inter_token_latencies)
+               == (None, None, []) for r in failed)
+    runs = check_runs(messages, "ttft-1")
+    assert [r.model_name for r in runs] == [STREAM_MODEL, STREAM_MODEL]
+    assert {(r.slo_ttft_ms, r.slo_tpot_ms, r.slo_latency_ms) for r in runs} == {
+        (250.0, 20.0, None)}
 
 
 def test_an_error_event_in_a_stream_fails_the_request_with_the_servers_message(
@@ -539,6 +556,10 @@ def test_an_error_event_in_a_stream_fails_the_request_with_the_servers_message(
     assert ok
     assert all((r.num_output_tokens, r.tokenizer) == (3, "whitespace") for r in ok)
     assert all(r.response_length > 0 and r.time_to_first_token is not None for r in ok)
+    assert all(len(r.inter_token_latencies) == 2 and r.time_per_output_token is not None
+               for r in ok)
+    assert all((r.time_per_output_token, r.inter_token_latencies) == (None, [])
+               for r in failed)
 
 
 def test_requests_for_a_model_the_saxml_proxy_does_not_serve_fail_with_its_error(

@@ -14,7 +14,14 @@ from typing import Any
 import pytest
 from google.cloud import pubsub_v1
 
-from sandbox.demos.loadtest import LoadTest, new_test_id, run, wait_for_rows, write_html
+from sandbox.demos.loadtest import (
+    STREAM_MODEL,
+    LoadTest,
+    new_test_id,
+    run,
+    wait_for_rows,
+    write_html,
+)
 from sandbox.supervisor.runner import Sandbox
 from sandbox.topology import PROJECT
 from shared import bigquery
@@ -22,6 +29,8 @@ from shared.metrics.loadtest.views import BigQueryMetrics
 from tests.e2e.conftest import wait_for
 from tests.e2e.locust_options import UNTIL, until
 from tests.e2e.pubsub_fixtures import MESSAGE_IDS_RESTART, skip_on_emulator
+from tests.functional.test_llm_metrics_views import Slos, good
+from tests.functional.test_metrics_views import percentile
 
 pytestmark = pytest.mark.e2e
 
@@ -90,6 +99,42 @@ def test_a_load_test_against_triton_ends_up_whole_in_the_views_and_the_report(
     assert summary.model_inferred is False
     assert (summary.users, summary.run_time_s) == (3, float(RUN_BOUND))
     assert summary.locust_version
+
+
+def test_a_streamed_load_test_with_slos_reports_ttft_tpot_and_goodput_of_its_rows(
+    sandbox: Sandbox, tmp_path: Path
+):
+    # The sandbox's real tritonserver streaming toy-lm-stream, some requests to a model
+    # it does not serve (never good), SLOs loose enough that most others meet them.
+    test = LoadTest(test_id=new_test_id(), host=sandbox.triton_url, users=3,
+                    duration_s=RUN_BOUND, model=STREAM_MODEL, stream=True, max_tokens=12,
+                    bad_request_ratio=0.1, plugins=(UNTIL,),
+                    slo_options=("--slo-ttft-ms", "5000", "--slo-tpot-ms", "500"),
+                    plugin_options=tuple(until(requests=31, failures=1, successes=1)))
+    source = BigQueryMetrics.from_env()
+
+    summary = run(test, sandbox.env(), source, progress=lambda line: None)
+    report = write_html(source, test.test_id, tmp_path)
+    stored = bigquery.query(PROJECT, f"SELECT * FROM `{PROJECT}.loadtest.requests` "
+                            "WHERE test_id = @t ORDER BY ingested_at", {"t": test.test_id})
+    rows = list({row["row_key"]: row for row in reversed(stored)}.values())
+
+    assert len(rows) == summary.requests > 30
+    ok = [r for r in rows if r["exception"] is None]
+    assert ok
+    assert all(len(r["inter_token_latencies"]) == 11 for r in ok)
+    for field, prefix in (("time_to_first_token", "ttft_"), ("time_per_output_token", "tpot_")):
+        values = [r[field] for r in ok]
+        for p in (50, 90, 99):
+            assert getattr(summary, f"{prefix}p{p}_ms") == pytest.approx(
+                percentile(values, p), rel=1e-9), f"{prefix}p{p}"
+    gaps = [g for r in ok for g in r["inter_token_latencies"]]
+    assert summary.itl_p99_ms == pytest.approx(percentile(gaps, 99), rel=1e-9)
+    expected = sum(good(r, Slos(ttft=5000.0, tpot=500.0)) for r in rows)
+    assert 0 < summary.good_requests == expected < summary.requests
+    assert summary.goodput == pytest.approx(expected / len(rows))
+    assert summary.goodput_qps == pytest.approx(expected / summary.duration_s)
+    assert {"ttft", "tpot"} <= {p.stem for p in report.parent.glob("*.png")}
 
 
 def test_a_load_test_against_the_saxml_proxy_records_its_tokens(sandbox: Sandbox):

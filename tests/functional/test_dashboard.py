@@ -98,7 +98,8 @@ def test_an_unknown_chart_is_a_404(client, source):
     response = client.get("/tests/run-a/charts/pie.png")
 
     assert response.status_code == 404
-    assert "latency, ttft, throughput, errors, tokens, users" in response.get_data(as_text=True)
+    assert "latency, ttft, tpot, throughput, errors, tokens, users" in response.get_data(
+        as_text=True)
     assert source.calls == []
 
 

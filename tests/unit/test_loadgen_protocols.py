@@ -42,7 +42,9 @@ def test_triton_token_counts_reported_by_the_model_are_used() -> None:
 
     assert completion.context("p q") == {"num_input_tokens": 12, "num_output_tokens": 40,
                                          "tokenizer": "server", "model_response_time": None,
-                                         "time_to_first_token": None}
+                                         "time_to_first_token": None,
+                                         "time_per_output_token": None,
+                                         "inter_token_latencies": []}
 
 
 def test_triton_text_without_counts_is_counted_by_whitespace() -> None:
@@ -51,7 +53,9 @@ def test_triton_text_without_counts_is_counted_by_whitespace() -> None:
     assert completion.context("five six") == {"num_input_tokens": 2, "num_output_tokens": 4,
                                               "tokenizer": "whitespace",
                                               "model_response_time": None,
-                                              "time_to_first_token": None}
+                                              "time_to_first_token": None,
+                                              "time_per_output_token": None,
+                                              "inter_token_latencies": []}
 
 
 def test_a_triton_reported_model_time_comes_from_the_response_parameters() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from services.loadgen.outbox import RunMessage
-from services.loadgen.records import RunInfo, encode_record
+from services.loadgen.records import RunInfo, Slos, encode_record
 from services.loadgen.revision import REVISION_VARIABLE, loadgen_revision
 from services.loadgen.runs import (
     RunParameters,
@@ -163,3 +163,23 @@ def test_a_run_message_carries_the_encoded_record_for_its_test() -> None:
     message = RunMessage(RUN.test_id, encode_record(record("stop")))
 
     assert RunRecord.model_validate_json(message.data).phase == "stop"
+
+
+def test_the_slos_given_with_the_test_travel_in_both_run_records() -> None:
+    run = RunInfo(test_id="slo-1", server="triton", model="toy-lm-stream", accelerator="cpu",
+                  slos=Slos(ttft_ms=200.0, latency_ms=1500.0))
+    parameters = RunParameters(4, 4.0, 60.0)
+
+    for phase in ("start", "stop"):
+        parsed = RunRecord.model_validate(json.loads(encode_record(build_run_record(
+            phase, AT, run, parameters, host=None, locust_version="2.47.0",
+            loadgen_revision=None))))
+        assert (parsed.slo_ttft_ms, parsed.slo_tpot_ms, parsed.slo_latency_ms) == (
+            200.0, None, 1500.0)
+
+
+def test_a_run_without_slos_records_them_as_null() -> None:
+    built = record()
+
+    assert (built["slo_ttft_ms"], built["slo_tpot_ms"], built["slo_latency_ms"]) == (
+        None, None, None)

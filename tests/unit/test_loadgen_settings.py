@@ -8,6 +8,7 @@ from typing import Any
 import configargparse
 import pytest
 
+from services.loadgen.records import Slos
 from services.loadgen.settings import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_FLUSH_INTERVAL,
@@ -131,3 +132,37 @@ def test_a_run_without_a_project_for_its_metrics_is_refused() -> None:
 def test_an_unknown_server_is_refused_by_the_parser() -> None:
     with pytest.raises(SystemExit):
         parse(["--server", "vllm"])
+
+
+# ------------------------------------------------------------------ SLOs
+def test_slos_are_read_from_flags_or_the_environment_and_are_unset_by_default() -> None:
+    assert settings().slos == Slos()
+
+    result = settings("--stream", "--slo-ttft-ms", "250", "--slo-tpot-ms", "40",
+                      env={"LOADGEN_SLO_LATENCY_MS": "2000"})
+
+    assert result.slos == Slos(ttft_ms=250.0, tpot_ms=40.0, latency_ms=2000.0)
+
+
+@pytest.mark.parametrize("flag", ["--slo-ttft-ms", "--slo-tpot-ms"])
+def test_a_token_slo_without_streaming_is_refused(flag: str) -> None:
+    with pytest.raises(ConfigError, match=f"^{flag}: only streamed requests"):
+        settings(flag, "100")
+
+
+def test_a_latency_slo_needs_no_streaming() -> None:
+    assert settings("--slo-latency-ms", "500").slos.latency_ms == 500.0
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "nan", "86400001"])
+def test_an_slo_must_be_a_positive_number_of_ms_at_most_a_day(value: str) -> None:
+    with pytest.raises(ConfigError, match=r"^--slo-latency-ms: .* must be above 0"):
+        settings("--slo-latency-ms", value)
+
+
+def test_an_slo_left_empty_in_the_web_uis_form_is_no_slo() -> None:
+    # Locust's /swarm stores a form field of an option without a default as posted.
+    options = parse(["--model", "toy-lm", "--metrics-project", "p1", "--stream"])
+    options.slo_ttft_ms, options.slo_tpot_ms = "", "35"
+
+    assert settings_from(options).slos == Slos(ttft_ms=None, tpot_ms=35.0)

@@ -278,14 +278,47 @@ def test_time_to_first_token_of_a_test_that_did_not_stream_says_so():
     assert [t.get_text() for t in fig.axes[0].texts] == ["not streamed"]
 
 
-def test_time_to_first_token_of_a_streamed_test_shows_p50_and_p90():
+def test_time_to_first_token_of_a_streamed_test_shows_p50_p90_and_p99():
     points = make_series("a", 30, streamed=True)
 
     fig = charts.ttft([Run("a", points)])
 
     (p50,) = lines_of(fig, charts.COLOURS[0], ":")
     assert list(p50.get_ydata()) == [p.ttft_p50_ms for p in points]
-    assert legend_texts(fig) == ["a", "p50", "p90"]
+    (p99,) = lines_of(fig, charts.COLOURS[0], "-")
+    assert list(p99.get_ydata()) == [p.ttft_p99_ms for p in points]
+    assert legend_texts(fig) == ["a", "p50", "p90", "p99"]
+
+
+def test_time_per_output_token_of_a_streamed_test_shows_p50_p90_and_p99():
+    points = make_series("a", 30, streamed=True)
+
+    fig = charts.tpot([Run("a", points)])
+
+    (p90,) = lines_of(fig, charts.COLOURS[0], "--")
+    assert list(p90.get_ydata()) == [p.tpot_p90_ms for p in points]
+    assert legend_texts(fig) == ["a", "p50", "p90", "p99"]
+    assert fig.axes[0].get_title(loc="left") == "Time per output token, streamed requests"
+
+
+def test_time_per_output_token_of_a_test_that_did_not_stream_says_so():
+    fig = charts.tpot([Run("a", make_series("a", 30))])
+
+    assert [t.get_text() for t in fig.axes[0].texts] == ["not streamed"]
+
+
+def test_goodput_is_drawn_dotted_on_the_throughput_chart_only_for_a_test_with_slos():
+    points = make_series("a", 30, goodput=True)
+
+    with_slos = charts.throughput([Run("a", points)])
+    without = charts.throughput([Run("a", make_series("a", 30))])
+
+    (good,) = lines_of(with_slos, charts.COLOURS[0], ":")
+    whole = [p for p in points if not p.partial]
+    assert list(good.get_ydata()) == [p.goodput_qps for p in whole]
+    assert "meeting every SLO (goodput)" in legend_texts(with_slos)
+    assert lines_of(without, charts.COLOURS[0], ":") == []
+    assert "meeting every SLO (goodput)" not in legend_texts(without)
 
 
 def test_the_users_chart_follows_the_users_running():

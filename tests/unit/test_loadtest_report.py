@@ -95,8 +95,14 @@ def test_every_latency_row_says_it_covers_successful_requests_only(source):
     page = page_of(source, "run-a")
 
     labels = re.findall(r"<tr><th>([^<]*latency[^<]*)</th>", page, re.I)
-    assert len(labels) == 5
-    assert all("successful requests" in label for label in labels)
+    assert len(labels) == 8
+    assert all("successful requests" in label for label in labels
+               if not label.startswith("Inter-token"))
+    # Token timings exist for streamed requests only, and those rows say so.
+    streamed = re.findall(r"<tr><th>((?:Time to first|Time per output|Inter-token)[^<]*)</th>",
+                          page)
+    assert len(streamed) == 9
+    assert all("streamed requests" in label for label in streamed)
 
 
 def test_a_comparison_shows_both_tests_and_the_change_of_each_number(source):
@@ -159,11 +165,16 @@ def worse_pair(draw: st.DrawFn) -> tuple[dict[str, float], dict[str, float]]:
     test: dict[str, float] = {}
     baseline["error_rate"] = draw(_rates)
     test["error_rate"] = draw(st.floats(baseline["error_rate"], 1.0))
-    for field in ("p50_ms", "p90_ms", "p99_ms", "mean_ms", "max_ms", "ttft_p50_ms",
-                  "ttft_p90_ms"):
+    for field in ("p50_ms", "p90_ms", "p99_ms", "mean_ms", "max_ms",
+                  *(f"{m}_p{p}_ms" for m in ("ttft", "tpot", "itl") for p in (50, 90, 99))):
         baseline[field] = draw(_latency)
         test[field] = draw(st.floats(baseline[field], 1_000_000.0))
-    for field in ("success_qps", "tokens_per_s"):
+    # Both judged against the same SLOs (a comparison across SLOs is flagged).
+    for summary in (baseline, test):
+        summary["slo_ttft_ms"] = 200.0
+    baseline["goodput"] = draw(_rates)
+    test["goodput"] = draw(st.floats(0.0, baseline["goodput"]))
+    for field in ("success_qps", "tokens_per_s", "goodput_qps"):
         baseline[field] = draw(_per_s)
         test[field] = draw(st.floats(0.0, baseline[field]))
     for summary in (baseline, test):
@@ -183,8 +194,47 @@ def test_a_worse_test_is_never_called_better(pair):
     page = page_of(source, "test", "baseline")
 
     found = verdicts(page)
-    assert len(found) == 15
+    assert len(found) == 24
     assert "good" not in found.values(), {k: v for k, v in found.items() if v == "good"}
+
+
+def test_goodput_sits_beside_qps_and_says_so_when_the_test_gave_no_slos(source):
+    source.add(make_summary("with-slos", slo_ttft_ms=200.0, slo_latency_ms=2_000.0,
+                            good_requests=9_000, goodput=0.75, goodput_qps=30.0))
+
+    page = page_of(source, "with-slos")
+    plain = page_of(source, "run-a")
+
+    rows = re.findall(r"<tr><th>([^<]+)</th>", section(page, "Results"))
+    qps = rows.index("QPS, all requests (failures included)")
+    assert rows[qps + 1:qps + 3] == ["Goodput, share of all requests meeting every SLO",
+                                     "Goodput QPS (requests/s meeting every SLO)"]
+    assert cells(page, "Goodput, share of all requests meeting every SLO") == [
+        "<td class=num>75.00 %</td>"]
+    assert cells(page, "Goodput QPS (requests/s meeting every SLO)") == [
+        "<td class=num>30.0</td>"]
+    assert cells(section(page, "Run"), "SLOs") == [
+        "<td class=text>TTFT ≤ 200 ms, latency ≤ 2,000 ms</td>"]
+    assert cells(plain, "Goodput QPS (requests/s meeting every SLO)") == [
+        "<td class=num>no SLOs</td>"]
+    assert cells(section(plain, "Run"), "SLOs") == ["<td class=text>none</td>"]
+
+
+def test_goodput_judged_against_other_slos_is_flagged_and_less_is_worse():
+    source = (FakeSource()
+              .add(make_summary("loose", slo_latency_ms=5_000.0, goodput=0.9, goodput_qps=36.0))
+              .add(make_summary("strict", start=START + timedelta(hours=1),
+                                slo_latency_ms=500.0, goodput=0.6, goodput_qps=24.0)))
+
+    page = page_of(source, "strict", "loose")
+
+    assert cells(page, "Goodput, share of all requests meeting every SLO")[2] == (
+        '<td class="num bad">-30.00 pp</td>')
+    warnings = re.findall(r'<p class="warning">(.*?)</p>', page)
+    assert any("different SLOs" in w for w in warnings)
+    assert not any("different SLOs" in w
+                   for w in re.findall(r'<p class="warning">(.*?)</p>',
+                                       page_of(source, "strict", "strict")))
 
 
 # --- what the run was -------------------------------------------------------------------
@@ -320,20 +370,31 @@ def test_the_page_shows_each_chart_with_its_src_size_and_alt_text(source):
         "Latency p50, p90 and p99 of successful requests (ms) over time for run-b and run-a")
 
 
-def test_time_to_first_token_is_charted_only_for_a_streamed_test(source):
-    source.add(make_summary("streamed", ttft_p50_ms=80.0, ttft_p90_ms=150.0))
+def test_token_timings_are_charted_only_for_a_streamed_test(source):
+    source.add(make_summary("streamed", **{f"{m}_p{p}_ms": v * p for m, v in (
+        ("ttft", 2.0), ("tpot", 0.2), ("itl", 0.1)) for p in (50, 90, 99)}))
+    source.add(make_summary("one-token", ttft_p50_ms=80.0, ttft_p90_ms=150.0))
 
     plain = page_of(source, "run-a")
     streamed = page_of(source, "streamed")
 
     assert 'src="ttft.png"' not in plain
-    assert "Time to first token: not streamed" in plain
+    assert 'src="tpot.png"' not in plain
+    assert "Time to first token and time per output token: not streamed" in plain
     assert cells(plain, "Time to first token p50, streamed requests (ms)") == [
         "<td class=num>not streamed</td>"]
     assert 'src="ttft.png"' in streamed
     assert "not streamed" not in streamed
     assert cells(streamed, "Time to first token p90, streamed requests (ms)") == [
-        "<td class=num>150.0</td>"]
+        "<td class=num>180.0</td>"]
+    assert cells(streamed, "Time per output token p99, streamed requests (ms)") == [
+        "<td class=num>19.8</td>"]
+    assert 'src="tpot.png"' in streamed
+    # Streamed, but never two tokens: a time to first token and no time per token.
+    one_token = page_of(source, "one-token")
+    assert 'src="ttft.png"' in one_token
+    assert 'src="tpot.png"' not in one_token
+    assert "Time per output token: no streamed request of this test generated two" in one_token
 
 
 def test_the_page_says_which_test_each_chart_label_stands_for(source):

@@ -14,7 +14,8 @@ from tests.fake_metrics import START, FakeSource, make_summary
 SCRIPT = "<script>alert(1)</script>"
 LONG_ID = "lt:20261121.100000_" + "0123456789abcdefghijklmnopqrstuvwxyz" * 3
 COLUMNS = ["test", "started", "model", "server", "accelerator", "users", "duration",
-           "requests", "qps", "success_qps", "error_rate", "p50", "p99", "tokens_per_s"]
+           "requests", "qps", "success_qps", "goodput", "error_rate", "p50", "p99", "ttft_p50",
+           "tpot_p50", "tokens_per_s"]
 
 
 @pytest.fixture
@@ -53,12 +54,13 @@ def test_the_index_has_a_column_for_each_number_a_reader_compares(source):
 
     assert [text.rstrip("\u00a0▲▼") for _, _, text in headers(page)] == [
         "Test", "Started (UTC)", "Model", "Server", "Accelerator", "Users", "Duration",
-        "Requests", "QPS", "Success QPS", "Error rate", "p50 (ms)", "p99 (ms)", "Tokens/s"]
+        "Requests", "QPS", "Success QPS", "Goodput", "Error rate", "p50 (ms)", "p99 (ms)",
+        "TTFT p50 (ms)", "TPOT p50 (ms)", "Tokens/s"]
     row = re.search(r'<tr><td class="id" title="run-a">(.*?)</tr>', page)
     assert row
     assert re.findall(r"<td[^>]*>([^<]*)</td>", row.group(1)) == [
         "2025-03-01 12:00", "llama-3-8b", "vllm", "v5e-8", "64", "5 min 0 s", "12,000",
-        "40.0", "39.6", "1.00 %", "300.0", "900.0", "5,000.0"]
+        "40.0", "39.6", "no SLOs", "1.00 %", "300.0", "900.0", "—", "—", "5,000.0"]
 
 
 @pytest.mark.parametrize(("sort", "direction", "expected"), [

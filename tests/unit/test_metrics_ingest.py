@@ -16,7 +16,7 @@ from shared.metrics.ingest import (
     parse_message,
     row_size,
 )
-from shared.metrics.record import MAX_EXCEPTION_CHARS, MetricRecord
+from shared.metrics.record import MAX_EXCEPTION_CHARS, MAX_INTER_TOKEN_LATENCIES, MetricRecord
 
 NOW = datetime(2026, 11, 21, 10, 0, tzinfo=UTC)
 
@@ -157,14 +157,34 @@ def test_insert_batches_are_cut_by_bytes_before_rows_when_rows_are_large():
     assert [r["row_key"] for batch in batches for r in batch] == [r["row_key"] for r in big]
 
 
+_SCALARS = st.one_of(st.text(max_size=200), st.integers(-(10**18), 10**18),
+                    st.floats(allow_nan=False), st.none(), st.booleans())
+
+
 @given(st.dictionaries(st.text(min_size=1, max_size=12),
-                       st.one_of(st.text(max_size=200), st.integers(-(10**18), 10**18),
-                                 st.floats(allow_nan=False),
-                                 st.none(), st.booleans()), max_size=8))
+                       st.one_of(_SCALARS, st.lists(st.floats(allow_nan=False), max_size=50)),
+                       max_size=8))
 def test_row_size_is_never_smaller_than_the_encoded_row(row):
     encoded = json.dumps({"insertId": "k", "json": row})
 
     assert row_size(row) >= len(encoded.encode())
+
+
+def test_rows_with_many_inter_token_gaps_are_split_into_requests_under_the_limit():
+    # A message just under Pub/Sub's 10 MB of records with every gap kept, each gap
+    # with more digits than the load generator sends: its rows weigh over 9 MB.
+    gaps = [1234.567891] * MAX_INTER_TOKEN_LATENCIES
+    data = encode([record(inter_token_latencies=gaps)] * 340)
+    assert len(data) < 10_000_000
+    rows = parse_message("m15", data, NOW).rows
+
+    batches = list(insert_batches(rows))
+
+    assert len(batches) == 2  # two requests, not one over BigQuery's 10 MB
+    assert sum(len(b) for b in batches) == len(rows) == 340
+    for batch in batches:
+        body = json.dumps([{"insertId": r["row_key"], "json": r} for r in batch])
+        assert len(body.encode()) <= MAX_INSERT_BYTES
 
 
 def test_rows_match_the_record_model_field_for_field():

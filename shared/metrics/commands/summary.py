@@ -11,6 +11,12 @@ def _ms(value: float | None) -> str:
     return "—" if value is None else f"{value:.1f} ms"
 
 
+def _slos(s: TestSummary) -> str:
+    return ", ".join(f"{name} <= {value:g} ms" for name, value in (
+        ("TTFT", s.slo_ttft_ms), ("TPOT", s.slo_tpot_ms), ("latency", s.slo_latency_ms))
+        if value is not None)
+
+
 def format_summary(s: TestSummary) -> str:
     lines = [
         f"  test        {s.test_id}  ({s.server or '?'} / {s.model_name or '?'} on "
@@ -21,7 +27,14 @@ def format_summary(s: TestSummary) -> str:
         "   (successful requests)",
     ]
     if s.ttft_p50_ms is not None:
-        lines.append(f"  first token p50 {_ms(s.ttft_p50_ms)}   p90 {_ms(s.ttft_p90_ms)}")
+        lines.append(f"  first token p50 {_ms(s.ttft_p50_ms)}   p90 {_ms(s.ttft_p90_ms)}   "
+                     f"p99 {_ms(s.ttft_p99_ms)}")
+    if s.tpot_p50_ms is not None:
+        lines.append(f"  per token   p50 {_ms(s.tpot_p50_ms)}   p90 {_ms(s.tpot_p90_ms)}   "
+                     f"p99 {_ms(s.tpot_p99_ms)}   (time per output token)")
+    if s.goodput is not None and s.goodput_qps is not None:
+        lines.append(f"  goodput     {s.goodput:.1%} of requests met every SLO "
+                     f"({s.goodput_qps:.1f}/s; {_slos(s)})")
     lines.append(f"  tokens      {s.output_tokens} out, {s.tokens_per_s:.0f}/s")
     if s.mixed_models:
         lines.append(f"  warning     requests named several models: {s.models_seen}")

@@ -25,7 +25,9 @@ What the charts promise a reader:
   percentile of the plotted p99s, and points above it sit on the top edge as
   triangles, counted in the top-right corner;
 * a missing percentile (no successful request in the bucket) is a gap, not a zero;
-  a chart with nothing to show says so in words ("no errors", "not streamed").
+  a chart with nothing to show says so in words ("no errors", "not streamed");
+* goodput (requests/s within every SLO of the test) is drawn on the throughput chart,
+  dotted, beside the successful and all requests it is a part of.
 """
 
 from __future__ import annotations
@@ -45,8 +47,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["CHART_NAMES", "LABEL_MAX", "Run", "errors",
-           "figure", "latency", "render", "run_labels", "throughput", "tokens", "ttft",
-           "users"]
+           "figure", "latency", "render", "run_labels", "throughput", "tokens", "tpot",
+           "ttft", "users"]
 
 COLOURS = ("#1f77b4", "#ff7f0e")
 #: The longest legend label of a run.
@@ -102,7 +104,10 @@ def _shorten(text: str, limit: int = LABEL_MAX) -> str:
 _Measure = tuple[str, str, Style]  # field, legend label, line style
 _PERCENTILES: tuple[_Measure, ...] = (("p50_ms", "p50", ":"), ("p90_ms", "p90", "--"),
                                       ("p99_ms", "p99", "-"))
-_TTFT: tuple[_Measure, ...] = (("ttft_p50_ms", "p50", ":"), ("ttft_p90_ms", "p90", "--"))
+_TTFT: tuple[_Measure, ...] = (("ttft_p50_ms", "p50", ":"), ("ttft_p90_ms", "p90", "--"),
+                               ("ttft_p99_ms", "p99", "-"))
+_TPOT: tuple[_Measure, ...] = (("tpot_p50_ms", "p50", ":"), ("tpot_p90_ms", "p90", "--"),
+                               ("tpot_p99_ms", "p99", "-"))
 
 
 def latency(runs: Runs) -> Figure:
@@ -112,26 +117,45 @@ def latency(runs: Runs) -> Figure:
 
 
 def ttft(runs: Runs) -> Figure:
-    """Time to first token (p50, p90) of streamed requests; "not streamed" without any."""
+    """Time to first token (p50, p90, p99) of streamed requests; "not streamed" without
+    any."""
     streamed = any(p.ttft_p50_ms is not None for run in runs for p in run.points)
     return _percentile_chart(runs, "Time to first token, streamed requests", _TTFT,
-                             ceiling_from="ttft_p90_ms",
+                             ceiling_from="ttft_p99_ms",
+                             empty="not streamed" if _has_points(runs) and not streamed
+                             else "no data", force_empty=not streamed)
+
+
+def tpot(runs: Runs) -> Figure:
+    """Time per output token (p50, p90, p99) of streamed requests of two tokens or more;
+    "not streamed" without any."""
+    streamed = any(p.tpot_p50_ms is not None for run in runs for p in run.points)
+    return _percentile_chart(runs, "Time per output token, streamed requests", _TPOT,
+                             ceiling_from="tpot_p99_ms",
                              empty="not streamed" if _has_points(runs) and not streamed
                              else "no data", force_empty=not streamed)
 
 
 def throughput(runs: Runs) -> Figure:
-    """Successful requests per second (solid) next to all requests per second (dashed);
-    partial buckets left out."""
+    """Successful requests per second (solid) next to all requests per second (dashed)
+    and, for a test with SLOs, the requests per second that met them all (dotted:
+    goodput); partial buckets left out."""
     chart = _Chart("Throughput", "Requests/s")
     if not _has_points(runs):
         return chart.empty(runs, "no data")
+    with_slos = False
     for index, run in enumerate(runs):
         points, hollow = _whole_buckets(run)
         xs = [p.offset_s for p in points]
         chart.line(xs, [p.success_qps for p in points], index, "-", hollow)
         chart.line(xs, [p.qps for p in points], index, "--", hollow)
-    return chart.finish(runs, [("-", "successful"), ("--", "all, failures included")])
+        if any(p.goodput_qps is not None for p in points):
+            with_slos = True
+            chart.line(xs, [p.goodput_qps for p in points], index, ":", hollow)
+    styles: list[tuple[Style, str]] = [("-", "successful"), ("--", "all, failures included")]
+    if with_slos:
+        styles.append((":", "meeting every SLO (goodput)"))
+    return chart.finish(runs, styles)
 
 
 def tokens(runs: Runs) -> Figure:
@@ -202,7 +226,7 @@ def errors(runs: Runs) -> Figure:
 
 
 CHARTS: dict[str, Callable[[Runs], Figure]] = {
-    "latency": latency, "ttft": ttft, "throughput": throughput, "errors": errors,
+    "latency": latency, "ttft": ttft, "tpot": tpot, "throughput": throughput, "errors": errors,
     "tokens": tokens, "users": users,
 }
 CHART_NAMES: tuple[str, ...] = tuple(CHARTS)

@@ -61,12 +61,18 @@ _COLUMNS = (
     _Column("qps", "QPS", lambda s: s.qps, lambda s: _e(decimal(s.qps)), True, "desc"),
     _Column("success_qps", "Success QPS", lambda s: s.success_qps,
             lambda s: _e(decimal(s.success_qps)), True, "desc"),
+    _Column("goodput", "Goodput", lambda s: s.goodput,
+            lambda s: _e("no SLOs" if s.goodput is None else percent(s.goodput)), True, "desc"),
     _Column("error_rate", "Error rate", lambda s: s.error_rate,
             lambda s: _e(percent(s.error_rate)), True, "desc"),
     _Column("p50", "p50 (ms)", lambda s: s.p50_ms, lambda s: _e(decimal(s.p50_ms)), True,
             "asc"),
     _Column("p99", "p99 (ms)", lambda s: s.p99_ms, lambda s: _e(decimal(s.p99_ms)), True,
             "asc"),
+    _Column("ttft_p50", "TTFT p50 (ms)", lambda s: s.ttft_p50_ms,
+            lambda s: _e(decimal(s.ttft_p50_ms)), True, "asc"),
+    _Column("tpot_p50", "TPOT p50 (ms)", lambda s: s.tpot_p50_ms,
+            lambda s: _e(decimal(s.tpot_p50_ms)), True, "asc"),
     _Column("tokens_per_s", "Tokens/s", lambda s: s.tokens_per_s,
             lambda s: _e(decimal(s.tokens_per_s)), True, "desc"),
 )
@@ -143,7 +149,9 @@ def index_page(tests: Sequence[TestSummary], link: Callable[[str], str],
     rows = "".join(_row(s, link) for s in _sorted(tests, key, order))
     meta = (f"The {len(tests)} most recent load tests, by {_e(column.header)}, {way}. "
             "Latency is over successful requests; QPS counts every request, success QPS "
-            "only those that succeeded.")
+            "only those that succeeded; goodput is the share of all requests that "
+            "succeeded within every SLO given with the test; TTFT (time to first token) "
+            "and TPOT (time per output token) are over streamed requests.")
     body = (f"<h1>Load tests</h1><p class=meta>{meta}</p>{savings}"
             + scroll(f'<table class="tests"><thead><tr>{head}</tr></thead>'
                      f"<tbody>{rows}</tbody></table>"))

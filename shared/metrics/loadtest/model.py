@@ -19,7 +19,10 @@ class TestSummary:
     without one, ``model_inferred`` is set and the model is the one most requests
     named. ``model_count`` > 1 means the requests named several models (``models_seen``,
     most requested first): such a test is flagged and is no one's baseline. Latency
-    fields cover successful requests only; ``ttft_*`` streamed ones only (None if none).
+    fields cover successful requests only; ``ttft_*``, ``tpot_*`` and ``itl_*`` streamed
+    ones only (None if none; ``itl_*`` over every gap between two tokens). ``slo_*`` are
+    the SLOs given with the test; ``good_requests`` (succeeded and met every one),
+    ``goodput`` (their share of all requests) and ``goodput_qps`` are None without SLOs.
     """
 
     test_id: str
@@ -45,6 +48,21 @@ class TestSummary:
     mean_ms: float | None = None
     ttft_p50_ms: float | None = None
     ttft_p90_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    tpot_p50_ms: float | None = None
+    tpot_p90_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    itl_p50_ms: float | None = None
+    itl_p90_ms: float | None = None
+    itl_p99_ms: float | None = None
+    itl_mean_ms: float | None = None
+    itl_gaps: int = 0
+    slo_ttft_ms: float | None = None
+    slo_tpot_ms: float | None = None
+    slo_latency_ms: float | None = None
+    good_requests: int | None = None
+    goodput: float | None = None
+    goodput_qps: float | None = None
     model_inferred: bool = False
     model_count: int = 1
     models_seen: str | None = None
@@ -62,6 +80,11 @@ class TestSummary:
     @property
     def mixed_models(self) -> bool:
         return self.model_count > 1
+
+    @property
+    def has_slos(self) -> bool:
+        return any(v is not None for v in (self.slo_ttft_ms, self.slo_tpot_ms,
+                                             self.slo_latency_ms))
 
 
 @dataclass(frozen=True)
@@ -88,6 +111,12 @@ class SeriesPoint:
     users: int | None = None
     ttft_p50_ms: float | None = None
     ttft_p90_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    tpot_p50_ms: float | None = None
+    tpot_p90_ms: float | None = None
+    tpot_p99_ms: float | None = None
+    # Requests per second that succeeded and met the test's SLOs; None without SLOs.
+    goodput_qps: float | None = None
     partial: bool = False
 
 
@@ -160,7 +189,7 @@ class TestComparison:
     @property
     def warnings(self) -> tuple[str, ...]:
         """Why the comparison may mislead: the same test twice, different servers or
-        models, a test that mixed models."""
+        models, different SLOs (for goodput), a test that mixed models."""
         test, other = self.test, self.other
         found: list[str] = []
         if test.test_id == other.test_id:
@@ -170,6 +199,10 @@ class TestComparison:
             mine, theirs = getattr(test, field), getattr(other, field)
             if mine != theirs:
                 found.append(f"different {what}: {mine or 'unknown'} and {theirs or 'unknown'}")
+        slos = ("slo_ttft_ms", "slo_tpot_ms", "slo_latency_ms")
+        if ((test.has_slos or other.has_slos)
+                and [getattr(test, f) for f in slos] != [getattr(other, f) for f in slos]):
+            found.append("different SLOs: goodput was judged against different objectives")
         for summary in (test, other):
             if summary.mixed_models:
                 found.append(f"{summary.test_id} sent requests to several models "

@@ -93,11 +93,17 @@ def chart_png(report: Report, name: str) -> bytes:
 
 def charts_shown(report: Report) -> tuple[str, ...]:
     """The charts the report's page shows, in order: every one of :data:`CHART_NAMES`
-    but time to first token when neither test streamed a response."""
+    but time to first token when neither test streamed a response, and time per output
+    token when neither streamed one of two tokens or more."""
     tests = [report.data] + ([report.baseline] if report.baseline is not None else [])
-    streamed = any(t.summary.ttft_p50_ms is not None
-                   or any(p.ttft_p50_ms is not None for p in t.series) for t in tests)
-    return tuple(name for name in CHART_NAMES if name != "ttft" or streamed)
+
+    def measured(field: str) -> bool:
+        return any(getattr(t.summary, field) is not None
+                   or any(getattr(p, field) is not None for p in t.series) for t in tests)
+
+    hidden = {name for name, field in (("ttft", "ttft_p50_ms"), ("tpot", "tpot_p50_ms"))
+              if not measured(field)}
+    return tuple(name for name in CHART_NAMES if name not in hidden)
 
 
 def render_html(report: Report, chart_src: Callable[[str], str], *,

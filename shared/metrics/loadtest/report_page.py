@@ -34,8 +34,10 @@ NO_BASELINE = "none"
 
 ALT = {
     "latency": "Latency p50, p90 and p99 of successful requests (ms) over time",
-    "ttft": "Time to first token p50 and p90 of streamed requests (ms) over time",
-    "throughput": "Successful and all requests per second over time",
+    "ttft": "Time to first token p50, p90 and p99 of streamed requests (ms) over time",
+    "tpot": "Time per output token p50, p90 and p99 of streamed requests (ms) over time",
+    "throughput": "Successful and all requests per second, and those meeting every SLO "
+                  "(goodput), over time",
     "errors": "Failures per bucket and error rate (%) over time",
     "tokens": "Output tokens/s over time",
     "users": "Users over time",
@@ -130,10 +132,13 @@ def _figures(report: Report, chart_srcs: Mapping[str, str]) -> str:
         f'<figure><img src="{_e(src)}" alt="{_e(ALT.get(name, name))} for {_e(ids)}" '
         f'width="{WIDTH_PX}" height="{HEIGHT_PX}"></figure>'
         for name, src in chart_srcs.items())
+    which = "these tests" if report.other is not None else "this test"
     if "ttft" not in chart_srcs:
-        figures += ("<p>Time to first token: not streamed (no request of "
-                    f"{'these tests' if report.other is not None else 'this test'} "
-                    "streamed its response).</p>")
+        figures += ("<p>Time to first token and time per output token: not streamed (no "
+                    f"request of {which} streamed its response).</p>")
+    elif "tpot" not in chart_srcs:
+        figures += ("<p>Time per output token: no streamed request of "
+                    f"{which} generated two tokens or more.</p>")
     return f"<section class=charts>{figures}</section>"
 
 

@@ -12,8 +12,11 @@ What they promise a reader:
 * the error rate changes in percentage points (``+47.80 pp``), which stay meaningful
   from a baseline of 0; other numbers in percent. A number that is unknown (no
   successful request, so no latency) is ``—``, and so is its change;
-* latency is over successful requests only, time to first token over streamed ones,
-  and the labels say so.
+* latency is over successful requests only, time to first token, time per output
+  token and inter-token latency over streamed ones, and the labels say so;
+* goodput is shown beside QPS: the share of all requests that succeeded within every
+  SLO given with the test (a failure is never good), and their rate. A test without
+  SLOs says "no SLOs" rather than 0.
 """
 
 from __future__ import annotations
@@ -74,6 +77,10 @@ def _ms_or_not_streamed(value: float | int | None) -> str:
     return "not streamed" if value is None else decimal(value)
 
 
+def _no_slos(show: Callable[[float | int | None], str]) -> Callable[[float | int | None], str]:
+    return lambda value: "no SLOs" if value is None else show(value)
+
+
 def _decimal(value: float | int | None) -> str:
     return decimal(value)
 
@@ -93,6 +100,10 @@ _RESULTS = (
     _Result("Error rate", "error_rate", _rate, "points", -1),
     _Result("Success QPS (successful requests/s)", "success_qps", _decimal, "relative", 1),
     _Result("QPS, all requests (failures included)", "qps", _decimal, "relative", 0),
+    _Result("Goodput, share of all requests meeting every SLO", "goodput",
+            _no_slos(percent), "points", 1),
+    _Result("Goodput QPS (requests/s meeting every SLO)", "goodput_qps",
+            _no_slos(decimal), "relative", 1),
     _Result(f"p50 latency, {_OK}", "p50_ms", _decimal, "relative", -1),
     _Result(f"p90 latency, {_OK}", "p90_ms", _decimal, "relative", -1),
     _Result(f"p99 latency, {_OK}", "p99_ms", _decimal, "relative", -1),
@@ -101,6 +112,20 @@ _RESULTS = (
     _Result("Time to first token p50, streamed requests (ms)", "ttft_p50_ms",
             _ms_or_not_streamed, "relative", -1),
     _Result("Time to first token p90, streamed requests (ms)", "ttft_p90_ms",
+            _ms_or_not_streamed, "relative", -1),
+    _Result("Time to first token p99, streamed requests (ms)", "ttft_p99_ms",
+            _ms_or_not_streamed, "relative", -1),
+    _Result("Time per output token p50, streamed requests (ms)", "tpot_p50_ms",
+            _ms_or_not_streamed, "relative", -1),
+    _Result("Time per output token p90, streamed requests (ms)", "tpot_p90_ms",
+            _ms_or_not_streamed, "relative", -1),
+    _Result("Time per output token p99, streamed requests (ms)", "tpot_p99_ms",
+            _ms_or_not_streamed, "relative", -1),
+    _Result("Inter-token latency p50, streamed requests (ms)", "itl_p50_ms",
+            _ms_or_not_streamed, "relative", -1),
+    _Result("Inter-token latency p90, streamed requests (ms)", "itl_p90_ms",
+            _ms_or_not_streamed, "relative", -1),
+    _Result("Inter-token latency p99, streamed requests (ms)", "itl_p99_ms",
             _ms_or_not_streamed, "relative", -1),
     _Result("Output tokens/s", "tokens_per_s", _decimal, "relative", 1),
     _Result("Input tokens", "input_tokens", _count, "relative", 0),
@@ -146,6 +171,13 @@ def _finished(s: TestSummary) -> str:
     return "yes" if s.finished else "no stop recorded (running, interrupted or no run record)"
 
 
+def _slos(s: TestSummary) -> str:
+    given = [f"{name} ≤ {value:,g} ms" for name, value in (
+        ("TTFT", s.slo_ttft_ms), ("TPOT", s.slo_tpot_ms), ("latency", s.slo_latency_ms))
+        if value is not None]
+    return ", ".join(given) if given else "none"
+
+
 # label, how to show it, whether two tests that differ in it are highlighted
 _RUN: tuple[tuple[str, Callable[[TestSummary], str], bool], ...] = (
     ("Test id", lambda s: s.test_id, False),
@@ -160,6 +192,7 @@ _RUN: tuple[tuple[str, Callable[[TestSummary], str], bool], ...] = (
     ("Started", lambda s: instant(s.started), False),
     ("Duration", lambda s: seconds(s.duration_s), False),
     ("Finished", _finished, False),
+    ("SLOs", _slos, True),
     ("Locust version", lambda s: s.locust_version or DASH, True),
     ("Load generator revision", lambda s: s.loadgen_revision or DASH, True),
 )

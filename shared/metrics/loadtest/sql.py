@@ -1,8 +1,20 @@
 """The load-test views' SQL: requests and runs once per key, each test's summary
 (QPS, error rate, exact latency percentiles over successful requests, time to first
-token, tokens/s), its time series per minute and per second, Locust's statistics and
-failures tables, and each test beside the previous one of the same model and server.
-:mod:`shared.metrics.schema` names them as views."""
+token, time per output token, inter-token latency, goodput, tokens/s), its time series
+per minute and per second, Locust's statistics and failures tables, and each test
+beside the previous one of the same model and server.
+:mod:`shared.metrics.schema` names them as views.
+
+Goodput follows vLLM's serving benchmark and inference-perf: a request is *good* when
+it succeeded and meets every SLO the test's run record gives (each ``<=``, inclusive):
+its latency (``response_time``) within ``slo_latency_ms``; a measured time to first
+token within ``slo_ttft_ms``; a time per output token within ``slo_tpot_ms`` (a streamed
+request of fewer than two tokens has none and meets it, as vLLM counts its TPOT as 0).
+A request lacking a measure an SLO needs (not streamed, for TTFT) does not meet it, and
+a failed request is never good. ``goodput`` is the share of all requests that are good
+(failures in the denominator: inference-perf divides by successful requests only),
+``goodput_qps`` good requests per second of the test, vLLM's "request goodput". Both are
+NULL for a test without SLOs (or without a run record)."""
 
 from __future__ import annotations
 
@@ -39,7 +51,8 @@ FROM starts FULL OUTER JOIN stops ON starts.test_id = stops.test_id"""
 
 
 _RUN_DESCRIPTION = ("model_name", "server", "accelerator", "users", "spawn_rate", "run_time_s",
-                    "locust_version", "loadgen_revision", "host")
+                    "locust_version", "loadgen_revision", "host", "slo_ttft_ms", "slo_tpot_ms",
+                    "slo_latency_ms")
 
 
 def _coalesced(first: str, second: str, fields: tuple[str, ...]) -> str:
@@ -51,12 +64,19 @@ def _coalesced(first: str, second: str, fields: tuple[str, ...]) -> str:
 # only as an analytic function, so it is computed per row over the window and picked
 # up with ANY_VALUE when grouping. Latency is over successful requests only (a fast
 # 404 would make a failing run look quick); NULLs, i.e. failures, are ignored.
-# (column, measured value, fraction): latency of successful requests and time to first
-# token of streamed ones.
+# (column, measured value, fraction): latency of successful requests, time to first
+# token and time per output token of streamed ones, and the gaps between their tokens.
 _Percentile = tuple[str, str, float]
-_LATENCY: tuple[_Percentile, ...] = (
-    ("p50_ms", "ok_ms", 0.5), ("p90_ms", "ok_ms", 0.9), ("p99_ms", "ok_ms", 0.99))
-_TTFT: tuple[_Percentile, ...] = (("ttft_p50_ms", "ttft_ms", 0.5), ("ttft_p90_ms", "ttft_ms", 0.9))
+
+
+def _p50_p90_p99(prefix: str, value: str) -> tuple[_Percentile, ...]:
+    return tuple((f"{prefix}p{round(q * 100)}_ms", value, q) for q in (0.5, 0.9, 0.99))
+
+
+_LATENCY = _p50_p90_p99("", "ok_ms")
+_TTFT = _p50_p90_p99("ttft_", "ttft_ms")
+_TPOT = _p50_p90_p99("tpot_", "tpot_ms")
+_ITL = _p50_p90_p99("itl_", "gap")
 
 
 def _percentiles(window: str, columns: tuple[_Percentile, ...]) -> str:
@@ -71,15 +91,45 @@ def _picked(columns: tuple[_Percentile, ...]) -> str:
 
 
 def _measured(n: Names) -> str:
-    """The unique requests, with what every aggregate needs: latency and time to first
-    token of successful requests (NULL for failures) and when each response ended."""
+    """The unique requests, with what every aggregate needs: latency, time to first
+    token and time per output token of successful requests (NULL for failures) and when
+    each response ended."""
     return f"""SELECT
     *,
     IF(exception IS NULL, response_time, NULL) AS ok_ms,
     IF(exception IS NULL, time_to_first_token, NULL) AS ttft_ms,
+    IF(exception IS NULL, time_per_output_token, NULL) AS tpot_ms,
     TIMESTAMP_ADD(start_time, INTERVAL CAST(response_time * 1000 AS INT64) MICROSECOND)
       AS end_time
   FROM {n.sql("requests_unique")}"""
+
+
+def _judged(n: Names) -> str:
+    """The measured requests, each judged against its test's SLOs (module docstring):
+    ``slo_given`` (NULL without a run record), and ``good``."""
+    return f"""SELECT
+    measured.*,
+    slos.slo_given,
+    slos.slo_given AND measured.exception IS NULL
+      AND (slos.slo_latency_ms IS NULL OR measured.response_time <= slos.slo_latency_ms)
+      AND (slos.slo_ttft_ms IS NULL
+           OR IFNULL(measured.time_to_first_token <= slos.slo_ttft_ms, FALSE))
+      AND (slos.slo_tpot_ms IS NULL
+           OR (measured.time_to_first_token IS NOT NULL
+               AND IFNULL(measured.time_per_output_token <= slos.slo_tpot_ms,
+                          IFNULL(measured.num_output_tokens < 2, FALSE))))
+      AS good
+  FROM ({_measured(n)}) AS measured
+  LEFT JOIN (
+    SELECT test_id, slo_ttft_ms, slo_tpot_ms, slo_latency_ms,
+      slo_ttft_ms IS NOT NULL OR slo_tpot_ms IS NOT NULL OR slo_latency_ms IS NOT NULL
+        AS slo_given
+    FROM {n.sql("test_runs_unique")}
+  ) AS slos ON slos.test_id = measured.test_id"""
+
+
+# Good requests of a group; NULL when its test gave no SLO.
+_GOOD = "IF(LOGICAL_OR(slo_given), COUNTIF(good), NULL)"
 
 
 def test_summary(n: Names) -> str:
@@ -88,10 +138,20 @@ def test_summary(n: Names) -> str:
     # says so (model_inferred); a test whose requests named several models is
     # flagged either way (model_count > 1), and never paired with a baseline.
     return f"""WITH measured AS (
-  {_measured(n)}
+  {_judged(n)}
 ), with_percentiles AS (
-  SELECT *, {_percentiles("PARTITION BY test_id", _LATENCY + _TTFT)}
+  SELECT *, {_percentiles("PARTITION BY test_id", _LATENCY + _TTFT + _TPOT)}
   FROM measured
+), gaps AS (
+  -- Every gap between two tokens of a successful streamed request, as its own row.
+  SELECT measured.test_id, gap,
+    {_percentiles("PARTITION BY measured.test_id", _ITL)}
+  FROM measured, UNNEST(measured.inter_token_latencies) AS gap
+  WHERE measured.exception IS NULL
+), itl AS (
+  SELECT test_id, {_picked(_ITL)}, AVG(gap) AS itl_mean_ms, COUNT(*) AS itl_gaps
+  FROM gaps
+  GROUP BY test_id
 ), request_models AS (
   SELECT test_id, model_name, COUNT(*) AS requests,
     ROW_NUMBER() OVER (PARTITION BY test_id ORDER BY COUNT(*) DESC, model_name) AS rank
@@ -113,7 +173,8 @@ def test_summary(n: Names) -> str:
     MAX(end_time) AS last_response,
     COUNT(*) AS requests,
     COUNTIF(exception IS NOT NULL) AS errors,
-    {_picked(_LATENCY + _TTFT)},
+    {_GOOD} AS good_requests,
+    {_picked(_LATENCY + _TTFT + _TPOT)},
     MAX(ok_ms) AS max_ms,
     AVG(ok_ms) AS mean_ms,
     IFNULL(SUM(num_input_tokens), 0) AS input_tokens,
@@ -133,9 +194,11 @@ def test_summary(n: Names) -> str:
     COALESCE(runs.users, per_test.max_users) AS users,
     COALESCE(runs.run_started, per_test.first_request) AS started,
     COALESCE(runs.run_stopped, per_test.last_response) AS ended,
-    runs.run_stopped IS NOT NULL AS finished
+    runs.run_stopped IS NOT NULL AS finished,
+    itl.* EXCEPT (test_id)
   FROM per_test
   LEFT JOIN {n.sql("test_runs_unique")} AS runs ON runs.test_id = per_test.test_id
+  LEFT JOIN itl ON itl.test_id = per_test.test_id
   LEFT JOIN request_models
     ON request_models.test_id = per_test.test_id AND request_models.rank = 1
   LEFT JOIN model_sets ON model_sets.test_id = per_test.test_id
@@ -147,6 +210,9 @@ SELECT
   requests / GREATEST(TIMESTAMP_DIFF(ended, started, MILLISECOND) / 1000.0, 1.0) AS qps,
   (requests - errors) / GREATEST(TIMESTAMP_DIFF(ended, started, MILLISECOND) / 1000.0, 1.0)
     AS success_qps,
+  SAFE_DIVIDE(good_requests, requests) AS goodput,
+  good_requests / GREATEST(TIMESTAMP_DIFF(ended, started, MILLISECOND) / 1000.0, 1.0)
+    AS goodput_qps,
   output_tokens / GREATEST(TIMESTAMP_DIFF(ended, started, MILLISECOND) / 1000.0, 1.0)
     AS tokens_per_s
 FROM timed"""
@@ -158,7 +224,7 @@ def test_timeseries(unit: str, seconds: float) -> Callable[[Names], str]:
     # (``partial``); charts leave them out.
     def sql(n: Names) -> str:
         return f"""WITH measured AS (
-  {_measured(n)}
+  {_judged(n)}
 ), bucketed AS (
   SELECT
     *,
@@ -167,7 +233,7 @@ def test_timeseries(unit: str, seconds: float) -> Callable[[Names], str]:
     TIMESTAMP_TRUNC(MAX(start_time) OVER (PARTITION BY test_id), {unit}) AS last_bucket
   FROM measured
 ), with_percentiles AS (
-  SELECT *, {_percentiles("PARTITION BY test_id, bucket", _LATENCY + _TTFT)}
+  SELECT *, {_percentiles("PARTITION BY test_id, bucket", _LATENCY + _TTFT + _TPOT)}
   FROM bucketed
 )
 SELECT
@@ -179,7 +245,8 @@ SELECT
   COUNTIF(exception IS NOT NULL) AS errors,
   COUNT(*) / {seconds} AS qps,
   COUNTIF(exception IS NULL) / {seconds} AS success_qps,
-    {_picked(_LATENCY + _TTFT)},
+  {_GOOD} / {seconds} AS goodput_qps,
+    {_picked(_LATENCY + _TTFT + _TPOT)},
   MAX(ok_ms) AS max_ms,
   MAX(users) AS users,
   IFNULL(SUM(num_output_tokens), 0) / {seconds} AS tokens_per_s

@@ -6,6 +6,7 @@ WITH with_percentiles AS (
     *,
     IF(exception IS NULL, response_time, NULL) AS ok_ms,
     IF(exception IS NULL, time_to_first_token, NULL) AS ttft_ms,
+    IF(exception IS NULL, time_per_output_token, NULL) AS tpot_ms,
     TIMESTAMP_ADD(start_time, INTERVAL CAST(response_time * 1000 AS INT64) MICROSECOND)
       AS end_time
   FROM `${project_id}.${dataset_id}.requests_unique`)

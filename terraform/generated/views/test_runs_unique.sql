@@ -19,6 +19,9 @@ SELECT
   COALESCE(starts.locust_version, stops.locust_version) AS locust_version,
   COALESCE(starts.loadgen_revision, stops.loadgen_revision) AS loadgen_revision,
   COALESCE(starts.host, stops.host) AS host,
+  COALESCE(starts.slo_ttft_ms, stops.slo_ttft_ms) AS slo_ttft_ms,
+  COALESCE(starts.slo_tpot_ms, stops.slo_tpot_ms) AS slo_tpot_ms,
+  COALESCE(starts.slo_latency_ms, stops.slo_latency_ms) AS slo_latency_ms,
   starts.at AS run_started,
   stops.at AS run_stopped
 FROM starts FULL OUTER JOIN stops ON starts.test_id = stops.test_id

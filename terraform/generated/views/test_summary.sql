@@ -1,18 +1,55 @@
 WITH measured AS (
   SELECT
+    measured.*,
+    slos.slo_given,
+    slos.slo_given AND measured.exception IS NULL
+      AND (slos.slo_latency_ms IS NULL OR measured.response_time <= slos.slo_latency_ms)
+      AND (slos.slo_ttft_ms IS NULL
+           OR IFNULL(measured.time_to_first_token <= slos.slo_ttft_ms, FALSE))
+      AND (slos.slo_tpot_ms IS NULL
+           OR (measured.time_to_first_token IS NOT NULL
+               AND IFNULL(measured.time_per_output_token <= slos.slo_tpot_ms,
+                          IFNULL(measured.num_output_tokens < 2, FALSE))))
+      AS good
+  FROM (SELECT
     *,
     IF(exception IS NULL, response_time, NULL) AS ok_ms,
     IF(exception IS NULL, time_to_first_token, NULL) AS ttft_ms,
+    IF(exception IS NULL, time_per_output_token, NULL) AS tpot_ms,
     TIMESTAMP_ADD(start_time, INTERVAL CAST(response_time * 1000 AS INT64) MICROSECOND)
       AS end_time
-  FROM `${project_id}.${dataset_id}.requests_unique`
+  FROM `${project_id}.${dataset_id}.requests_unique`) AS measured
+  LEFT JOIN (
+    SELECT test_id, slo_ttft_ms, slo_tpot_ms, slo_latency_ms,
+      slo_ttft_ms IS NOT NULL OR slo_tpot_ms IS NOT NULL OR slo_latency_ms IS NOT NULL
+        AS slo_given
+    FROM `${project_id}.${dataset_id}.test_runs_unique`
+  ) AS slos ON slos.test_id = measured.test_id
 ), with_percentiles AS (
   SELECT *, PERCENTILE_CONT(ok_ms, 0.5) OVER (PARTITION BY test_id) AS p50_ms,
     PERCENTILE_CONT(ok_ms, 0.9) OVER (PARTITION BY test_id) AS p90_ms,
     PERCENTILE_CONT(ok_ms, 0.99) OVER (PARTITION BY test_id) AS p99_ms,
     PERCENTILE_CONT(ttft_ms, 0.5) OVER (PARTITION BY test_id) AS ttft_p50_ms,
-    PERCENTILE_CONT(ttft_ms, 0.9) OVER (PARTITION BY test_id) AS ttft_p90_ms
+    PERCENTILE_CONT(ttft_ms, 0.9) OVER (PARTITION BY test_id) AS ttft_p90_ms,
+    PERCENTILE_CONT(ttft_ms, 0.99) OVER (PARTITION BY test_id) AS ttft_p99_ms,
+    PERCENTILE_CONT(tpot_ms, 0.5) OVER (PARTITION BY test_id) AS tpot_p50_ms,
+    PERCENTILE_CONT(tpot_ms, 0.9) OVER (PARTITION BY test_id) AS tpot_p90_ms,
+    PERCENTILE_CONT(tpot_ms, 0.99) OVER (PARTITION BY test_id) AS tpot_p99_ms
   FROM measured
+), gaps AS (
+  -- Every gap between two tokens of a successful streamed request, as its own row.
+  SELECT measured.test_id, gap,
+    PERCENTILE_CONT(gap, 0.5) OVER (PARTITION BY measured.test_id) AS itl_p50_ms,
+    PERCENTILE_CONT(gap, 0.9) OVER (PARTITION BY measured.test_id) AS itl_p90_ms,
+    PERCENTILE_CONT(gap, 0.99) OVER (PARTITION BY measured.test_id) AS itl_p99_ms
+  FROM measured, UNNEST(measured.inter_token_latencies) AS gap
+  WHERE measured.exception IS NULL
+), itl AS (
+  SELECT test_id, ANY_VALUE(itl_p50_ms) AS itl_p50_ms,
+    ANY_VALUE(itl_p90_ms) AS itl_p90_ms,
+    ANY_VALUE(itl_p99_ms) AS itl_p99_ms, AVG(gap) AS itl_mean_ms, COUNT(*) AS itl_gaps
+  FROM gaps
+  GROUP BY test_id
 ), request_models AS (
   SELECT test_id, model_name, COUNT(*) AS requests,
     ROW_NUMBER() OVER (PARTITION BY test_id ORDER BY COUNT(*) DESC, model_name) AS rank
@@ -34,11 +71,16 @@ WITH measured AS (
     MAX(end_time) AS last_response,
     COUNT(*) AS requests,
     COUNTIF(exception IS NOT NULL) AS errors,
+    IF(LOGICAL_OR(slo_given), COUNTIF(good), NULL) AS good_requests,
     ANY_VALUE(p50_ms) AS p50_ms,
     ANY_VALUE(p90_ms) AS p90_ms,
     ANY_VALUE(p99_ms) AS p99_ms,
     ANY_VALUE(ttft_p50_ms) AS ttft_p50_ms,
     ANY_VALUE(ttft_p90_ms) AS ttft_p90_ms,
+    ANY_VALUE(ttft_p99_ms) AS ttft_p99_ms,
+    ANY_VALUE(tpot_p50_ms) AS tpot_p50_ms,
+    ANY_VALUE(tpot_p90_ms) AS tpot_p90_ms,
+    ANY_VALUE(tpot_p99_ms) AS tpot_p99_ms,
     MAX(ok_ms) AS max_ms,
     AVG(ok_ms) AS mean_ms,
     IFNULL(SUM(num_input_tokens), 0) AS input_tokens,
@@ -58,9 +100,11 @@ WITH measured AS (
     COALESCE(runs.users, per_test.max_users) AS users,
     COALESCE(runs.run_started, per_test.first_request) AS started,
     COALESCE(runs.run_stopped, per_test.last_response) AS ended,
-    runs.run_stopped IS NOT NULL AS finished
+    runs.run_stopped IS NOT NULL AS finished,
+    itl.* EXCEPT (test_id)
   FROM per_test
   LEFT JOIN `${project_id}.${dataset_id}.test_runs_unique` AS runs ON runs.test_id = per_test.test_id
+  LEFT JOIN itl ON itl.test_id = per_test.test_id
   LEFT JOIN request_models
     ON request_models.test_id = per_test.test_id AND request_models.rank = 1
   LEFT JOIN model_sets ON model_sets.test_id = per_test.test_id
@@ -72,6 +116,9 @@ SELECT
   requests / GREATEST(TIMESTAMP_DIFF(ended, started, MILLISECOND) / 1000.0, 1.0) AS qps,
   (requests - errors) / GREATEST(TIMESTAMP_DIFF(ended, started, MILLISECOND) / 1000.0, 1.0)
     AS success_qps,
+  SAFE_DIVIDE(good_requests, requests) AS goodput,
+  good_requests / GREATEST(TIMESTAMP_DIFF(ended, started, MILLISECOND) / 1000.0, 1.0)
+    AS goodput_qps,
   output_tokens / GREATEST(TIMESTAMP_DIFF(ended, started, MILLISECOND) / 1000.0, 1.0)
     AS tokens_per_s
 FROM timed
