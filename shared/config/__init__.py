@@ -294,6 +294,9 @@ class ServingConfig(BaseModel):
     max_restarts: Annotated[int, Field(ge=1, le=100)] = 2
     # Rollouts kept per model in its ledger (oldest dropped first).
     history: Annotated[int, Field(ge=2, le=200)] = 20
+    # How often managed Prometheus scrapes each Triton pod (the PodMonitoring's
+    # interval). Counts over a window are only as fresh as the last scrape.
+    metrics_interval_seconds: Annotated[int, Field(ge=1, le=300)] = 15
 
     @field_validator("namespace", "triton_service_account", "saxml_service_account")
     @classmethod

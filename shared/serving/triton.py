@@ -41,7 +41,10 @@ __all__ = [
     "LABEL_INSTANCE",
     "LABEL_RELEASE",
     "LABEL_SERVER",
+    "METRICS_FLAGS",
     "MODELS_PORT",
+    "TARGET_LABEL_DEPLOYMENT",
+    "TARGET_LABEL_RELEASE",
     "release_id",
     "release_prefix",
     "render_triton",
@@ -62,6 +65,20 @@ PRESTOP_SLEEP_SECONDS = 10
 EXIT_TIMEOUT_SECONDS = 30
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_NODE_LABEL = "cloud.google.com/gke-accelerator"
+# What the canary's SLO gate reads (shared/serving/release_metrics.py). Triton always
+# counts nv_inference_request_success/_failure; its latency histogram
+# (nv_inference_first_response_histogram_ms) exists only with histogram_latencies=true
+# and only for decoupled models, so the request-duration summary's 0.99 quantile
+# (summary_latencies) covers the others.
+METRICS_FLAGS = ("--metrics-config=histogram_latencies=true",
+                 "--metrics-config=summary_latencies=true",
+                 "--metrics-config=summary_quantiles=0.5:0.05,0.9:0.01,0.99:0.001")
+# Target labels managed Prometheus copies from the pod onto every series scraped from
+# it (PodMonitoring targetLabels.fromPod). Triton's own series carry a ``model``
+# label already: a target label of that name would rename Triton's to
+# ``exported_model``, so the model is read from Triton's label and not mapped.
+TARGET_LABEL_RELEASE = "release"
+TARGET_LABEL_DEPLOYMENT = "deployment"
 
 
 def release_id(manifest_key: str) -> str:
@@ -142,6 +159,7 @@ def _deployment(spec: dict[str, Any], repository: str, rid: str, config: Serving
                             f"--exit-timeout-secs={EXIT_TIMEOUT_SECONDS}",
                             f"--http-port={HTTP_PORT}", f"--grpc-port={GRPC_PORT}",
                             f"--metrics-port={METRICS_PORT}",
+                            *METRICS_FLAGS,
                         ],
                         "ports": [{"name": "http", "containerPort": HTTP_PORT},
                                   {"name": "grpc", "containerPort": GRPC_PORT},
@@ -213,7 +231,11 @@ def render_triton(spec: dict[str, Any], repository: str, rid: str, config: Servi
         "apiVersion": "monitoring.googleapis.com/v1", "kind": "PodMonitoring",
         "metadata": {"name": deployment, "namespace": namespace, "labels": labels},
         "spec": {"selector": {"matchLabels": _selector(deployment)},
-                 "endpoints": [{"port": "metrics", "interval": "15s"}]},
+                 "endpoints": [{"port": "metrics",
+                                "interval": f"{config.metrics_interval_seconds}s"}],
+                 "targetLabels": {"fromPod": [
+                     {"from": LABEL_RELEASE, "to": TARGET_LABEL_RELEASE},
+                     {"from": LABEL_INSTANCE, "to": TARGET_LABEL_DEPLOYMENT}]}},
     }
     return [
         (SERVICES, service),
