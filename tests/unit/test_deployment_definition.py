@@ -151,7 +151,7 @@ def test_the_serving_functions_run_in_the_sandboxs_serving_part():
 
     assert {f.name for f in system.FUNCTIONS if FUNCTION_PARTS[f.name] == "serving"} == {
         "deploy_model", "reconcile_models"}
-    assert PARTS["serving"] == ("cluster", "storage", "saxml")
+    assert PARTS["serving"] == ("cluster", "storage", "saxml", "monitoring")
     assert "serving" in ALL_PARTS
     assert {FUNCTION_PARTS[f.name] for f in system.FUNCTIONS} <= set(PARTS)
 

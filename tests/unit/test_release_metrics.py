@@ -7,8 +7,7 @@ import math
 import pytest
 
 from shared.errors import UnavailableError
-from shared.prometheus import InvalidQueryError
-from shared.prometheus import Sample, base_url, parse_vector
+from shared.prometheus import InvalidQueryError, Sample, base_url, parse_vector
 from shared.serving.release_metrics import (
     ReleaseStats,
     count_query,

@@ -87,8 +87,8 @@ def test_to_defaults_to_the_pod_label_name_and_metadata_can_be_narrowed():
                             "app.kubernetes.io/instance": "toy", "team": "research"})
     [job] = scrape_jobs([monitoring], [pod], SITE)
     labels = job.targets[0]["labels"]
-    assert labels["team"] == "research" and labels["pod"] == "p"
-    assert "container" not in labels and "top_level_controller_name" not in labels
+    assert (labels["team"], labels["pod"]) == ("research", "p")
+    assert not {"container", "top_level_controller_name"} & set(labels)
 
 
 @pytest.mark.parametrize(("expression", "matches"), [
@@ -109,3 +109,13 @@ def test_each_job_reads_its_targets_from_its_own_file(tmp_path):
     assert scrape["job_name"] == "PodMonitoring/serving/toy/metrics"
     assert scrape["file_sd_configs"] == [{"files": [str(tmp_path / job.file_name)]}]
     assert json.loads(job.file_sd()) == list(job.targets)
+
+
+def test_without_the_prometheus_binary_the_sandbox_says_how_to_install_it(monkeypatch):
+    from sandbox.monitoring import PrometheusNotInstalledError, find_prometheus
+    from sandbox.monitoring import prometheus as module
+    monkeypatch.setattr(module, "PROMETHEUS_BINARY", "/nonexistent/prometheus")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.delenv("ACCELOPS_PROMETHEUS_BINARY", raising=False)
+    with pytest.raises(PrometheusNotInstalledError, match="make prometheus"):
+        find_prometheus()
