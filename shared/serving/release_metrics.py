@@ -16,14 +16,14 @@ failure come from the same scrapes, so the error rate is not skewed by it. Reque
 Triton refuses before they reach the model (a malformed shape: HTTP 400) are counted
 by neither counter.
 
-**p99** is ``histogram_quantile(0.99, ...)`` of the release's summed
-``nv_inference_first_response_histogram_ms`` buckets when Triton keeps that
-histogram: at 24.08 (and in the sandbox's 2.51) it does so only for decoupled models,
-with ``--metrics-config=histogram_latencies=true``. Otherwise the request-duration
-summary's 0.99 quantile (``nv_inference_request_summary_us``, with
-``summary_latencies=true``) is used, the largest over the release's pods: a summary's
-quantiles cannot be summed, and the summary covers Triton's own sliding window rather
-than ``window_seconds``. ``ReleaseStats.p99_source`` says which.
+**p99** is the request-duration summary's 0.99 quantile
+(``nv_inference_request_summary_us``, kept with ``--metrics-config=summary_latencies=
+true``), in milliseconds, the largest over the release's pods: a summary's quantiles
+cannot be summed. It is Triton's own estimate (prometheus-cpp's CKMS, rank error 0.001)
+over Triton's own sliding window (prometheus-cpp's default, 60 s in 5 age buckets), not
+over ``window_seconds``, and covers successful requests only. Triton 24.08 keeps no
+latency histogram (``nv_inference_first_response_histogram_ms`` came with r24.11, and
+only for decoupled models), so ``histogram_quantile`` has nothing to read there.
 
 The builders and the parsing are pure; :func:`release_stats` only calls the query
 function it is given (``shared.prometheus.query_function()`` in production).
@@ -34,7 +34,6 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Sequence
-from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -43,13 +42,11 @@ from shared.serving.triton import TARGET_LABEL_RELEASE
 
 __all__ = [
     "FAILURE_COUNTER",
-    "LATENCY_HISTOGRAM",
     "LATENCY_SUMMARY",
     "SUCCESS_COUNTER",
     "Query",
     "ReleaseStats",
     "count_query",
-    "histogram_p99_query",
     "release_selector",
     "release_stats",
     "scalar_value",
@@ -58,7 +55,6 @@ __all__ = [
 
 SUCCESS_COUNTER = "nv_inference_request_success"
 FAILURE_COUNTER = "nv_inference_request_failure"
-LATENCY_HISTOGRAM = "nv_inference_first_response_histogram_ms"
 LATENCY_SUMMARY = "nv_inference_request_summary_us"
 QUANTILE = 0.99
 
@@ -73,8 +69,7 @@ class ReleaseStats(BaseModel):
     requests: float
     failures: float
     error_rate: float | None  # None: no requests
-    p99_ms: float | None  # None: no requests, or no latency series
-    p99_source: Literal["histogram", "summary"] | None = None
+    p99_ms: float | None  # None: no requests, or no success in Triton's window
 
 
 def _quote(value: str) -> str:
@@ -104,11 +99,6 @@ def _window(seconds: int) -> str:
 def count_query(counter: str, selector: str, window_seconds: int) -> str:
     """Requests counted by ``counter`` over the window, summed over pods (and reasons)."""
     return f"sum(increase({counter}{selector}[{_window(window_seconds)}]))"
-
-
-def histogram_p99_query(selector: str, window_seconds: int) -> str:
-    return (f"histogram_quantile({QUANTILE}, sum by (le) "
-            f"(rate({LATENCY_HISTOGRAM}_bucket{selector}[{_window(window_seconds)}])))")
 
 
 def summary_p99_query(selector: str) -> str:
@@ -145,10 +135,6 @@ def release_stats(query: Query, namespace: str, model: str, release: str,
     requests = successes + failures
     if requests <= 0:
         return ReleaseStats(requests=0.0, failures=0.0, error_rate=None, p99_ms=None)
-    p99 = scalar_value(query(histogram_p99_query(selector, window_seconds)))
-    source: Literal["histogram", "summary"] | None = "histogram"
-    if p99 is None:
-        p99 = scalar_value(query(summary_p99_query(selector)))
-        source = "summary" if p99 is not None else None
+    p99 = scalar_value(query(summary_p99_query(selector)))
     return ReleaseStats(requests=requests, failures=failures,
-                        error_rate=failures / requests, p99_ms=p99, p99_source=source)
+                        error_rate=failures / requests, p99_ms=p99)

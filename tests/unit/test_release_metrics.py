@@ -11,7 +11,6 @@ from shared.prometheus import InvalidQueryError, Sample, base_url, parse_vector
 from shared.serving.release_metrics import (
     ReleaseStats,
     count_query,
-    histogram_p99_query,
     release_selector,
     release_stats,
     scalar_value,
@@ -40,14 +39,7 @@ def test_counts_sum_increase_over_the_release_pods():
         'sum(increase(nv_inference_request_failure' + selector + '[300s]))'
 
 
-def test_the_p99_histogram_query_sums_buckets_by_le_before_the_quantile():
-    selector = release_selector("serving", "m", "r1")
-    assert histogram_p99_query(selector, 60) == (
-        "histogram_quantile(0.99, sum by (le) (rate(nv_inference_first_response_histogram_ms"
-        f"_bucket{selector}[60s])))")
-
-
-def test_the_summary_fallback_takes_the_largest_pod_quantile_in_milliseconds():
+def test_the_p99_takes_the_largest_pod_quantile_in_milliseconds():
     selector = release_selector("serving", "m", "r1")
     assert summary_p99_query(selector) == (
         'max(nv_inference_request_summary_us{namespace="serving",model="m",release="r1",'
@@ -113,10 +105,9 @@ class Answers:
 
 def test_error_rate_is_failures_over_successes_plus_failures():
     prom = Answers({"request_success": _vector("90"), "request_failure": _vector("10"),
-                    "histogram_quantile": _vector("42.5")})
+                    "summary_us": _vector("42.5")})
     stats = release_stats(prom, "serving", "toy-lm", "r1", 120)
-    assert stats == ReleaseStats(requests=100.0, failures=10.0, error_rate=0.1, p99_ms=42.5,
-                                 p99_source="histogram")
+    assert stats == ReleaseStats(requests=100.0, failures=10.0, error_rate=0.1, p99_ms=42.5)
 
 
 def test_a_release_without_requests_has_no_rate_and_no_latency():
@@ -126,18 +117,17 @@ def test_a_release_without_requests_has_no_rate_and_no_latency():
     assert len(prom.asked) == 2  # no latency query without requests
 
 
-def test_without_a_histogram_the_summary_quantile_gives_the_p99():
-    prom = Answers({"request_success": _vector("5"), "histogram_quantile": _vector("NaN"),
-                    "summary_us": _vector("3.25")})
+def test_a_summary_without_observations_in_its_window_gives_no_p99():
+    # Triton's summary answers NaN once its sliding window holds no success.
+    prom = Answers({"request_success": _vector("5"), "summary_us": _vector("NaN")})
     stats = release_stats(prom, "serving", "toy-lm", "r1", 120)
-    assert (stats.p99_ms, stats.p99_source, stats.error_rate) == (3.25, "summary", 0.0)
+    assert (stats.requests, stats.error_rate, stats.p99_ms) == (5.0, 0.0, None)
 
 
-def test_without_any_latency_series_the_p99_is_unknown():
+def test_only_failures_give_a_full_error_rate_and_no_p99():
     prom = Answers({"request_failure": _vector("2")})
     stats = release_stats(prom, "serving", "toy-lm", "r1", 120)
-    assert (stats.requests, stats.error_rate, stats.p99_ms, stats.p99_source) == \
-        (2.0, 1.0, None, None)
+    assert (stats.requests, stats.error_rate, stats.p99_ms) == (2.0, 1.0, None)
 
 
 def test_the_override_url_is_queried_anonymously():
