@@ -2,8 +2,10 @@
 the sandbox's Prometheus scrapes them as managed collection would, and
 ``release_stats`` reads the counts and p99 back through the Prometheus adapter.
 
-The truth is the test's own: how many requests it sent, which of them failed, and each
-one's latency measured at the client.
+The truth is the test's own: how many requests it sent, which of them failed, how long
+it asked the model to take for each (the model sleeps that long), and each one's
+latency measured at the client. Every request's server time lies between the two, so
+the server's p99 lies between the same ranks of both.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from typing import Any
 import pytest
 
 from sandbox.cluster.objects import loopback_url
-from sandbox.inference.toy_lm_model import model_files
 from sandbox.supervisor.runner import Sandbox
 from shared import kube, storage
 from shared.cli import main as cli
@@ -36,9 +37,34 @@ pytestmark = pytest.mark.e2e
 
 SANDBOX_PARTS = {"serving"}
 NAMESPACE = "serving"
-MODEL = "toy-lm"
+MODEL = "sleepy"
 READY_SECONDS = 90.0
-GOOD, BAD, REFUSED = 60, 6, 3
+GOOD, BAD, REFUSED = 60, 6, 3  # answered, failed by the model, refused by Triton
+# A Python-backend model that sleeps delay_ms before answering, and fails (raises) for a
+# negative one: each request's server time is at least its delay.
+CONFIG = b"""backend: "python"
+max_batch_size: 0
+input [ { name: "delay_ms" data_type: TYPE_INT32 dims: [ 1 ] } ]
+output [ { name: "waited_ms" data_type: TYPE_INT32 dims: [ 1 ] } ]
+instance_group [ { count: 1 kind: KIND_CPU } ]
+"""
+MODEL_PY = b"""import time
+
+import triton_python_backend_utils as pb_utils
+
+
+class TritonPythonModel:
+    def execute(self, requests):
+        responses = []
+        for request in requests:
+            delay = pb_utils.get_input_tensor_by_name(request, "delay_ms").as_numpy()
+            if int(delay[0]) < 0:
+                raise ValueError("a negative delay")
+            time.sleep(int(delay[0]) / 1000)
+            responses.append(pb_utils.InferenceResponse(
+                output_tensors=[pb_utils.Tensor("waited_ms", delay)]))
+        return responses
+"""
 # Covers the series' whole life (the pod is minutes old at most): increase() then
 # starts from the counters' first sample, 0, and needs no extrapolation at the start.
 WINDOW_SECONDS = 900
@@ -60,14 +86,6 @@ def _post(url: str, inputs: list[dict[str, Any]]) -> tuple[int, float]:
     return status, time.perf_counter() - started
 
 
-def _rank(values: list[float], q: float) -> float:
-    """The value at rank floor(q * n) (1-based): the one Triton's summary reports for
-    quantile q (prometheus-cpp's CKMS returns the sample before the rank q * n
-    crosses, within its 0.001 rank error, which is less than one request here)."""
-    ordered = sorted(values)
-    return ordered[max(0, math.floor(q * len(ordered)) - 1)]
-
-
 @pytest.fixture(scope="module")
 def served(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """v1 of the toy LM, rolled out and scraped: its release id and Service URL."""
@@ -75,8 +93,8 @@ def served(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     storage.reset_client()
     cluster = kube.get_client()
     files = tmp_path_factory.mktemp("upload")
-    for path, data in model_files(version_label="v1").items():
-        (files / path).write_bytes(data)
+    (files / "config.pbtxt").write_bytes(CONFIG)
+    (files / "model.py").write_bytes(MODEL_PY)
     assert cli(["models", "upload", str(files), f"gs://{sandbox.models_bucket}",
                 "--server", "triton", "--model", MODEL, "--version", "v1"]) == 0
 
@@ -107,31 +125,26 @@ def test_the_release_series_carry_the_labels_managed_collection_attaches(served)
     assert labels["instance"] == f"{labels['pod']}:metrics"
 
 
-def test_release_stats_count_every_request_and_bound_the_p99_by_the_clients(served):
+def test_release_stats_count_every_request_and_place_the_p99_between_truths(served):
     url, release = served["url"], served["release"]
-    text = {"name": "text_input", "shape": [1, 1], "datatype": "BYTES", "data": ["hello"]}
-    # Reaches the model, which fails it: nv_inference_request_failure{reason="BACKEND"}.
-    no_text = {"name": "max_tokens", "shape": [1, 1], "datatype": "INT32", "data": [4]}
-    # Refused by Triton before the model (shape without the batch dimension): 400.
-    bad_shape = {**text, "shape": [1]}
-    latencies: list[float] = []
+    # 2, 4, ... 120 ms, shuffled by a fixed stride so slow and fast requests interleave.
+    delays = [2 * (1 + (i * 37) % GOOD) for i in range(GOOD)]
+    client: list[float] = []
     statuses: list[int] = []
-    for index in range(GOOD + BAD + REFUSED):
-        if index % 11 == 10 and statuses.count(500) < BAD:
-            statuses.append(_post(url, [no_text])[0])
-        elif index % 13 == 12 and statuses.count(400) < REFUSED:
-            statuses.append(_post(url, [bad_shape])[0])
-        elif statuses.count(200) < GOOD:
-            status, seconds = _post(url, [text])
-            statuses.append(status)
-            latencies.append(seconds)
-    while statuses.count(500) < BAD:
-        statuses.append(_post(url, [no_text])[0])
-    while statuses.count(400) < REFUSED:
-        statuses.append(_post(url, [bad_shape])[0])
-    assert sorted(set(statuses)) == [200, 400, 500]
+    for index, delay in enumerate(delays):
+        status, seconds = _post(url, [_delay(delay)])
+        statuses.append(status)
+        client.append(seconds * 1000)
+        if index % 10 == 9:
+            # Reaches the model, which raises: nv_inference_request_failure{reason="BACKEND"}.
+            statuses.append(_post(url, [_delay(-1)])[0])
+            if index < 10 * REFUSED:
+                # No batch dimension to spare (dims [1], shape [2]): Triton answers 400
+                # before the model sees it.
+                statuses.append(_post(url, [{**_delay(1), "shape": [2],
+                                             "data": [1, 1]}])[0])
     assert (statuses.count(200), statuses.count(500), statuses.count(400)) == \
-        (GOOD, BAD, REFUSED)
+        (GOOD, BAD, REFUSED), statuses
 
     selector = release_selector(NAMESPACE, MODEL, release)
     # Wait for a scrape after the last request, then ask as of that scrape.
@@ -149,11 +162,18 @@ def test_release_stats_count_every_request_and_bound_the_p99_by_the_clients(serv
     # Requests Triton refuses before the model (400) are in neither counter.
     assert (stats.requests, stats.failures) == (GOOD + BAD, BAD)
     assert stats.error_rate == pytest.approx(BAD / (GOOD + BAD), abs=1e-12)
+    # delay_i <= server_i <= client_i for every request, so the k-th smallest server
+    # time lies between the k-th smallest delay and the k-th smallest client time. The
+    # summary reports rank floor(0.99 n) within its 0.001 rank error; one rank either
+    # side is allowed for how prometheus-cpp's CKMS rounds.
+    rank = math.floor(0.99 * GOOD)
+    low, high = sorted(delays)[rank - 2], sorted(client)[rank]
     assert stats.p99_ms is not None
-    # Server time is inside each request's client time, so the server's k-th smallest
-    # latency is at most the client's k-th smallest: the bound holds at the same rank.
-    client_p99_ms = _rank(latencies, 0.99) * 1000
-    assert 0 < stats.p99_ms <= client_p99_ms, (stats, client_p99_ms, sorted(latencies)[-5:])
+    assert low <= stats.p99_ms <= high, (stats, low, high)
+
+
+def _delay(ms: int) -> dict[str, Any]:
+    return {"name": "delay_ms", "shape": [1], "datatype": "INT32", "data": [ms]}
 
 
 def _value(samples: list[Sample]) -> float | None:
