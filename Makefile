@@ -29,7 +29,7 @@ unexport PYTHONDONTWRITEBYTECODE
 STAMP := $(VENV)/.installed-dev
 SANDBOX_STAMP := $(VENV)/.installed-sandbox
 
-.PHONY: venv demo test checks collect test-emulator lint lock lock-check deploy-check unit fuzz bench browser chromium sandbox-up sandbox-down clean checkov docs
+.PHONY: venv demo test checks collect test-emulator lint lock lock-check deploy-check unit fuzz bench browser chromium prometheus sandbox-up sandbox-down clean checkov docs
 
 $(UV): requirements/uv.txt
 	@test -x $(UV_VENV)/bin/python || $(PYTHON) -m venv $(UV_VENV)
@@ -58,7 +58,7 @@ $(SANDBOX_STAMP): uv.lock pyproject.toml | $(UV)
 
 venv: $(STAMP)
 
-demo: $(SANDBOX_STAMP)
+demo: $(SANDBOX_STAMP) prometheus
 	$(VENV)/bin/accelops demo
 
 lint: $(STAMP) lock-check
@@ -87,7 +87,7 @@ test:
 # What the suite needs first, two at a time (mypy alone keeps one core busy for half a
 # minute on a clean clone): lint, the deployment checks, the docs, Chromium, and the
 # collection.
-checks: lint deploy-check docs chromium collect
+checks: lint deploy-check docs chromium prometheus collect
 
 # The documentation site: the reference pages regenerated from the code (python -m
 # docs.gen), then built with --strict (a broken link or anchor fails) into site/,
@@ -136,9 +136,33 @@ $(CHROMIUM):
 	test -x $(CHROMIUM) || { echo "make: apt installed chromium but $(CHROMIUM) is" \
 	  "missing" >&2; exit 1; }
 
+# The sandbox's serving part runs a real Prometheus (sandbox/monitoring), Debian's
+# package, installed the same way. Its package starts no service of its own here (no
+# init system runs it, and policy-rc.d refuses in containers); the sandbox starts its
+# own process on a loopback port with its data in the state directory.
+PROMETHEUS := /usr/bin/prometheus
+APT_INSTALL_PROMETHEUS := env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus
+
+prometheus: $(PROMETHEUS)
+
+$(PROMETHEUS):
+	@if [ "$$(id -u)" = 0 ]; then as_root=; \
+	elif command -v sudo >/dev/null 2>&1; then as_root=sudo; \
+	else echo "make: $(PROMETHEUS) is missing and installing it needs root (no sudo here): run" \
+	  "'apt-get install -y --no-install-recommends prometheus' as root" >&2; exit 1; fi; \
+	command -v apt-get >/dev/null 2>&1 || { echo "make: $(PROMETHEUS) is missing and there" \
+	  "is no apt-get: install Debian's prometheus package, which the sandbox runs" >&2; \
+	  exit 1; }; \
+	$$as_root $(APT_INSTALL_PROMETHEUS) \
+	  || { $$as_root $(APT_UPDATE) && $$as_root $(APT_INSTALL_PROMETHEUS); } \
+	  || { echo "make: could not install Debian's prometheus package (see apt's output" \
+	    "above); the sandbox's serving part needs $(PROMETHEUS)" >&2; exit 1; }; \
+	test -x $(PROMETHEUS) || { echo "make: apt installed prometheus but $(PROMETHEUS) is" \
+	  "missing" >&2; exit 1; }
+
 # The e2e suite with the sandbox on Google's Pub/Sub emulator instead of the stand-in
 # (tests that rely on one of the emulator's departures from Pub/Sub are skipped).
-test-emulator: $(STAMP)
+test-emulator: $(STAMP) prometheus
 	ACCELOPS_SANDBOX_PUBSUB=emulator $(PY) -m pytest tests/e2e $(PYTEST_ARGS)
 
 unit: $(STAMP)
@@ -164,7 +188,7 @@ bench: $(STAMP)
 	$(PY) -m tests.bench.cli
 	$(PY) -m tests.bench.bigquery_emulator
 
-sandbox-up: $(SANDBOX_STAMP)
+sandbox-up: $(SANDBOX_STAMP) prometheus
 	$(VENV)/bin/accelops sandbox up
 
 sandbox-down: $(SANDBOX_STAMP)

@@ -135,8 +135,10 @@ PARTS: dict[str, tuple[str, ...]] = {
     # Model uploads and rollouts (deploy_model, reconcile_models): the cluster, and
     # fake-gcs-server publishing OBJECT_FINALIZE notifications for the upload prefix
     # to deploy_model's topic (production's "pubsub" route).
-    # The Saxml HTTP proxy stand-in ("saxml") publishes Saxml versions.
-    "serving": ("cluster", "storage", "saxml"),
+    # The Saxml HTTP proxy stand-in ("saxml") publishes Saxml versions. Prometheus
+    # ("monitoring") scrapes the Triton pods the way managed collection does, for the
+    # canary's SLO gate.
+    "serving": ("cluster", "storage", "saxml", "monitoring"),
 }
 ALL_PARTS: frozenset[str] = frozenset({"jobs", "metrics", "serving"})
 

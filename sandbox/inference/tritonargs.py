@@ -6,6 +6,7 @@ A pod made from the Deployment that ``deploy_model`` renders runs::
         --model-control-mode=explicit --load-model=<model> --strict-readiness=true
         --exit-on-error=true --exit-timeout-secs=30
         --http-port=8000 --grpc-port=8001 --metrics-port=8002
+        --metrics-config=histogram_latencies=true ...
 
 Before :mod:`sandbox.inference.tritonserver` runs that as a local process, the
 container's command, arguments and environment are checked and rewritten here, with
@@ -96,6 +97,22 @@ def _backend_config(flag: str, value: str) -> str:
     return value
 
 
+_METRICS_CONFIG = re.compile(r"^[A-Za-z0-9_]{1,64}=[A-Za-z0-9_.,:-]{0,256}$")
+
+
+def _metrics_config(flag: str, value: str) -> str:
+    """``<setting>=<value>``, refused as tritonserver refuses it when the ``=`` is
+    missing. Like the server, any setting name is taken (it reads only those it
+    knows: counter_latencies, histogram_latencies, summary_latencies,
+    summary_quantiles); values are plain words, numbers and lists of them."""
+    if "=" not in value:
+        raise ValueError(f"--metrics-config option format is <setting>=<value>. Got {value}")
+    if not _METRICS_CONFIG.match(value):
+        raise ValueError(f"--{flag} takes <setting>=<value> of [A-Za-z0-9_.,:-], "
+                         f"not {value!r}")
+    return value
+
+
 def _repository(flag: str, value: str) -> str:
     if not value.startswith("gs://"):
         raise ValueError(
@@ -118,6 +135,7 @@ _KEEP: dict[str, Callable[[str, str], str]] = {
     "log-format": _choice("default", "ISO8601"),
     "allow-http": _bool, "allow-grpc": _bool, "allow-metrics": _bool,
     "allow-cpu-metrics": _bool, "allow-gpu-metrics": _bool, "metrics-interval-ms": _number,
+    "metrics-config": _metrics_config,
     "http-thread-count": _int, "buffer-manager-thread-count": _int,
     "pinned-memory-pool-byte-size": _int, "rate-limit": _choice("off", "execution_count"),
     "backend-config": _backend_config,

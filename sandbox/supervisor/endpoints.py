@@ -22,6 +22,7 @@ from sandbox.supervisor.identities import ClusterAccess, cluster_access
 from sandbox.topology import CLUSTER, FUNCTIONS, LOCATION, MODELS_BUCKET, PROJECT
 from shared.idtoken import CERTS_URL_ENV
 from shared.jobs.api import AUDIENCE_ENV
+from shared.prometheus import URL_ENV as PROMETHEUS_URL_ENV
 
 __all__ = ["Component", "Endpoints"]
 
@@ -103,6 +104,11 @@ class Endpoints:
     def saxml_proxy_url(self) -> str:
         return f"http://127.0.0.1:{self.components['saxml'].port}"
 
+    @property
+    def prometheus_url(self) -> str:
+        """The sandbox's Prometheus (its HTTP API under ``/api/v1``)."""
+        return f"http://127.0.0.1:{self.components['monitoring'].port}"
+
     def function_url(self, target: str) -> str:
         return f"http://127.0.0.1:{self.components[target].port}/"
 
@@ -167,6 +173,8 @@ class Endpoints:
             env["STORAGE_EMULATOR_HOST"] = self.storage_url
         if self.has("saxml"):
             env["ACCELOPS_SAXML_PROXY"] = self.saxml_proxy_url
+        if self.has("monitoring"):
+            env[PROMETHEUS_URL_ENV] = self.prometheus_url
         return env
 
     def function_env(self, target: str) -> dict[str, str]:

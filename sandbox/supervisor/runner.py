@@ -37,6 +37,7 @@ from typing import Any
 from sandbox.common.httpserver import free_port, port_open
 from sandbox.common.logtail import log_tail
 from sandbox.common.startup import Observed, StartupError, resolve_start_timeout, wait_for_parts
+from sandbox.monitoring.prometheus import PrometheusNotInstalledError, find_prometheus
 from sandbox.pubsub.emulator import (
     STANDIN_DESCRIPTION,
     EmulatorNotInstalledError,
@@ -150,8 +151,8 @@ class Sandbox(Endpoints):
             self.access.write(self.kube_url, PROJECT, [
                 *(spec.target for spec in self.functions), *(s.name for s in self.services)])
         started = time.monotonic()
-        backends = [name for name in ("cluster", "idtokens", "bigquery", "inference")
-                    if self.has(name)]
+        backends = [name for name in ("cluster", "idtokens", "bigquery", "inference",
+                                      "monitoring") if self.has(name)]
         try:
             self._spawn(self.components["pubsub"])
             for name in backends:  # started together: each takes seconds to come up
@@ -229,6 +230,9 @@ class Sandbox(Endpoints):
                 str(logs / "saxml.log"),
                 env={"STORAGE_EMULATOR_HOST": f"http://127.0.0.1:{storage_port}"}
                 if storage_port else {})
+        if "monitoring" in wanted:
+            self.components["monitoring"] = self._plan_monitoring(
+                free_port(), str(logs / "monitoring.log"))
         if "bigquery" in wanted:
             bq_port, bq_grpc_port = free_port(), free_port()
             # Persistent: load-test results outlive `sandbox down`, so runs can be compared.
@@ -283,6 +287,21 @@ class Sandbox(Endpoints):
         return Component("storage", port, gcs.command(), log,
                          env={"PUBSUB_EMULATOR_HOST": f"127.0.0.1:{pubsub_port}"},
                          about="fake-gcs-server")
+
+    def _plan_monitoring(self, port: int, log: str) -> Component:
+        """Prometheus scraping the cluster's pods as managed collection would
+        (sandbox/monitoring); refused at once when Debian's prometheus is missing."""
+        try:
+            binary = find_prometheus()
+        except PrometheusNotInstalledError as exc:
+            raise SandboxError(str(exc)) from exc
+        return Component(
+            "monitoring", port,
+            [sys.executable, "-m", "sandbox.monitoring", "--port", str(port),
+             "--directory", str(self.state_dir / "prometheus"),
+             "--kubeconfig", str(self.kubeconfig), "--project", PROJECT,
+             "--location", LOCATION, "--cluster", CLUSTER],
+            log, about=f"Prometheus ({binary})")
 
     def _plan_pubsub(self, port: int, log: str) -> Component:
         """The stand-in (topics and subscriptions kept in a state file across restarts)

@@ -352,6 +352,9 @@ class ServingConfig(BaseModel):
     # gke-l7-global-external-managed expose it publicly instead.
     gateway_class: Literal["gke-l7-rilb", "gke-l7-regional-external-managed",
                            "gke-l7-global-external-managed", "gke-l7-gxlb"] = "gke-l7-rilb"
+    # How often managed Prometheus scrapes each Triton pod (the PodMonitoring's
+    # interval). Counts over a window are only as fresh as the last scrape.
+    metrics_interval_seconds: Annotated[int, Field(ge=1, le=300)] = 15
 
     @field_validator("namespace", "triton_service_account", "saxml_service_account",
                      "gateway")

@@ -321,7 +321,16 @@ FUNCTIONS: tuple[Function, ...] = (
         # balancer in the cluster's VPC (shared/deployment/serving.py).
         env=(*_CLUSTER_ENV, "ACCELOPS_SAXML_PROXY"),
         vpc_egress=True,
-        grants=(_CLUSTER_ACCESS, _READ_CONFIG),
+        grants=(
+            _CLUSTER_ACCESS, _READ_CONFIG,
+            # Read-only: the query API of Managed Service for Prometheus needs
+            # monitoring.timeSeries.list, which monitoring.viewer is the narrowest
+            # predefined role to hold; it writes nothing.
+            Grant("roles/monitoring.viewer", "project",
+                  "query the servers' request counts and latency in Managed Service "
+                  "for Prometheus for the canary's SLO gate "
+                  "(shared/serving/release_metrics.py through shared/prometheus.py)"),
+        ),
         kube_rules=(
             KubeRule("", ("configmaps",), ("list", "get", "update"), "serving_namespace",
                      "find the rollouts in progress and record their outcome in each "

@@ -21,11 +21,11 @@ from shared.config import AccelopsConfig, Settings, load_config_or_retry
 from shared.events import PubSubMessage
 from shared.kube import KubeClient, get_client
 from shared.log import get_logger
-from shared.serving.canary_metrics import prometheus_metrics
 from shared.serving.ledger import Ledger, LedgerChangedError, list_ledgers, save_ledger
+from shared.serving.release_metrics import prometheus_metrics
 from shared.serving.saxml_rollout import advance_saxml
 from shared.serving.saxml_servers import follow_servers
-from shared.serving.triton_rollout import ReleaseMetrics, advance, retire_due
+from shared.serving.triton_rollout import advance, retire_due
 
 __all__ = ["ReconcileModelsReport", "on_message", "reconcile_models"]
 
@@ -50,13 +50,7 @@ class ReconcileModelsReport:
                 f"version(s) followed, {len(self.lost)} with their servers lost")
 
 
-def _release_metrics(settings: Settings, config: AccelopsConfig, ledger: Ledger) -> ReleaseMetrics:
-    """A model's releases' figures, from the servers' metrics in Prometheus."""
-    return prometheus_metrics(settings, config.serving, ledger.model)
-
-
-def _advance(kube: KubeClient, ledger: Ledger, config: AccelopsConfig, now: float,
-             settings: Settings) -> bool:
+def _advance(kube: KubeClient, ledger: Ledger, config: AccelopsConfig, now: float) -> bool:
     rollout = ledger.active()
     if rollout is None:
         return False
@@ -74,7 +68,8 @@ def _advance(kube: KubeClient, ledger: Ledger, config: AccelopsConfig, now: floa
     if ledger.server == "saxml":
         return advance_saxml(kube, ledger, rollout, config, now)
 
-    metrics = _release_metrics(settings, config, ledger) if rollout.state == "canary" else None
+    metrics = prometheus_metrics(ledger.model, config.serving.namespace) \
+        if rollout.state == "canary" else None
     return advance(kube, ledger, rollout, config.serving, metrics, now)
 
 
@@ -91,7 +86,7 @@ def reconcile_models(settings: Settings | None = None,
         active = ledger.active()
         if active is not None:
             report.watched.append(f"{ledger.model}: {active.state}")
-            changed = _advance(kube, ledger, config, moment, settings)
+            changed = _advance(kube, ledger, config, moment)
         if ledger.server == "triton" and ledger.retiring:
             changed = retire_due(kube, ledger, config.serving, moment) or changed
         # After the rollout moved on: a version promoted now is followed from now on.

@@ -46,7 +46,10 @@ __all__ = [
     "LABEL_INSTANCE",
     "LABEL_RELEASE",
     "LABEL_SERVER",
+    "METRICS_FLAGS",
     "MODELS_PORT",
+    "TARGET_LABEL_DEPLOYMENT",
+    "TARGET_LABEL_RELEASE",
     "release_id",
     "release_name",
     "release_prefix",
@@ -69,6 +72,17 @@ PRESTOP_SLEEP_SECONDS = 10
 EXIT_TIMEOUT_SECONDS = 30
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_NODE_LABEL = "cloud.google.com/gke-accelerator"
+# What the canary's SLO gate reads (shared/serving/release_metrics.py). Triton always
+# counts nv_inference_request_success/_failure; at 24.08 its only per-request latency
+# distribution is the request-duration summary (quantiles 0.5 ... 0.999 by default),
+# off unless asked for. (It has no latency histogram: that came with r24.11.)
+METRICS_FLAGS = ("--metrics-config=summary_latencies=true",)
+# Target labels managed Prometheus copies from the pod onto every series scraped from
+# it (PodMonitoring targetLabels.fromPod). Triton's own series carry a ``model``
+# label already: a target label of that name would rename Triton's to
+# ``exported_model``, so the model is read from Triton's label and not mapped.
+TARGET_LABEL_RELEASE = "release"
+TARGET_LABEL_DEPLOYMENT = "deployment"
 
 
 def release_id(manifest_key: str) -> str:
@@ -183,6 +197,7 @@ def _deployment(spec: dict[str, Any], repository: str, rid: str, config: Serving
                             f"--exit-timeout-secs={EXIT_TIMEOUT_SECONDS}",
                             f"--http-port={HTTP_PORT}", f"--grpc-port={GRPC_PORT}",
                             f"--metrics-port={METRICS_PORT}",
+                            *METRICS_FLAGS,
                         ],
                         "ports": [{"name": "http", "containerPort": HTTP_PORT},
                                   {"name": "grpc", "containerPort": GRPC_PORT},
@@ -258,7 +273,11 @@ def render_triton(spec: dict[str, Any], repository: str, rid: str, config: Servi
         "apiVersion": "monitoring.googleapis.com/v1", "kind": "PodMonitoring",
         "metadata": {"name": deployment, "namespace": namespace, "labels": labels},
         "spec": {"selector": {"matchLabels": _selector(deployment)},
-                 "endpoints": [{"port": "metrics", "interval": "15s"}]},
+                 "endpoints": [{"port": "metrics",
+                                "interval": f"{config.metrics_interval_seconds}s"}],
+                 "targetLabels": {"fromPod": [
+                     {"from": LABEL_RELEASE, "to": TARGET_LABEL_RELEASE},
+                     {"from": LABEL_INSTANCE, "to": TARGET_LABEL_DEPLOYMENT}]}},
     }
     return [
         (SERVICES, service),

@@ -135,7 +135,12 @@ def test_every_kubernetes_resource_the_serving_code_names_is_granted_to_a_servin
                for name in ("deploy_model", "reconcile_models")
                for rule in system.function(name).kube_rules for resource in rule.resources}
     named = set()
+    # `accelops models` (operator.py, cli.py) runs with the person's own access: finding
+    # the Gateway for a load test is theirs, not a function's (operations/permissions.md).
+    by_people = {"operator.py", "cli.py"}
     for path in (REPO / "shared" / "serving").glob("*.py"):
+        if path.name in by_people:
+            continue
         for node in ast.walk(ast.parse(path.read_text("utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.module == "shared.kube":
                 for alias in node.names:
@@ -151,7 +156,7 @@ def test_the_serving_functions_run_in_the_sandboxs_serving_part():
 
     assert {f.name for f in system.FUNCTIONS if FUNCTION_PARTS[f.name] == "serving"} == {
         "deploy_model", "reconcile_models"}
-    assert PARTS["serving"] == ("cluster", "storage", "saxml")
+    assert PARTS["serving"] == ("cluster", "storage", "saxml", "monitoring")
     assert "serving" in ALL_PARTS
     assert {FUNCTION_PARTS[f.name] for f in system.FUNCTIONS} <= set(PARTS)
 

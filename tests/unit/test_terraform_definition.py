@@ -283,13 +283,17 @@ def test_every_grant_scope_of_the_definition_is_bound_somewhere() -> None:
     assert "module.services.service_account_members" in iam["members"]
 
 
-def test_project_level_grants_are_only_bigquery_jobs_and_the_custom_roles_held_to_a_cluster(
+def test_project_level_grants_are_only_bigquery_jobs_metric_reads_and_cluster_custom_roles(
 ) -> None:
+    # Running BigQuery jobs and reading Managed Prometheus series (reconcile_models'
+    # SLO gate) exist only at project level; everything else is held to a resource.
     custom = system()["custom_roles"]
     for spec in accounts():
         for g in spec["grants"]:
             if g["scope"] == "project":
-                assert g["role"] == "roles/bigquery.jobUser", g
+                assert g["role"] in {"roles/bigquery.jobUser", "roles/monitoring.viewer"}, g
+            if g["role"] == "roles/monitoring.viewer":
+                assert spec.get("entry_point") == "reconcile_models", g
             if g["role"] in custom:
                 assert g["scope"] in {"cluster", "scheduled_clusters"}, g
     for role in custom.values():
