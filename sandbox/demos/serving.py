@@ -66,10 +66,12 @@ class VersionTimeline:
         return self.settled - self.uploaded
 
 
-def upload_model_version(bucket: str, version: str, *, broken: bool = False) -> float:
+def upload_model_version(bucket: str, version: str, *, broken: bool = False,
+                         slowdown: float = 1.0) -> float:
     """Upload one version of the toy model as a user would (``accelops models upload``
-    does the same); returns when its manifest was written."""
-    files = model_files(broken=broken, version_label=version)
+    does the same); returns when its manifest was written. ``slowdown``: the same
+    answers, that many times slower."""
+    files = model_files(broken=broken, version_label=version, slowdown=slowdown)
     manifest = build_manifest(files, server="triton", model=MODEL, version=version,
                               replicas={"min": 1, "max": 2})
     upload_version(bucket, files, manifest)

@@ -9,11 +9,18 @@ Prints every figure and writes them to ``bench-results/serving.json``:
 * **the function's own time per event** — deploy_model run in process (through
   functions-framework's test client, against the same sandbox endpoints) for events
   that start a rollout, duplicate deliveries, and artifact events it ignores;
-* **a version switch under load**: closed-loop clients through the Service, before
-  the upload (the baseline, same run) and from the upload until only the new
-  version answers: failed requests (goal 0) and p99 during the switch against
-  steady state (goal: at most twice). Percentiles are computed here from every request's own
-  measured latency.
+* **a canary promotion under load**: closed-loop clients through the serving Gateway,
+  before the upload (the baseline, same run) and from the upload of a healthy v2 until
+  only v2 answers: failed requests (goal 0), p99 during the switch against steady state
+  (goal: at most twice), the time from upload to 100 % and from ready to 100 % with
+  the default steps, and per step the share of answers v2 gave against the weight the
+  route was given (answers carry the version of the server that gave them);
+* **an SLO rollback under load**: a v3 that answers three times slower: failed requests
+  (goal 0), the time from its first step to the rollback (goal: within one step's
+  minimum time plus one tick), and, by version, the requests slower than the SLO bound
+  the gate used (goal: only v3's).
+
+Percentiles are computed here from every request's own measured latency.
 """
 
 from __future__ import annotations
@@ -123,12 +130,54 @@ def _first_answer(clients: Clients, number: str, since: float) -> float | None:
     return next((s.at for s in clients.samples if s.at >= since and s.version == number), None)
 
 
-def _service_url() -> str:
+def _gateway_url() -> str:
     from sandbox.cluster.objects import loopback_url
     from shared import kube
-    from shared.kube import SERVICES
+    from shared.kube import GATEWAYS
 
-    return loopback_url(kube.get_client().get(SERVICES, MODEL, NAMESPACE))
+    return loopback_url(kube.get_client().get(GATEWAYS, "models", NAMESPACE), "http")
+
+
+@dataclass
+class Watched:
+    """What a polled ledger showed of one version's rollout, by wall time."""
+
+    canary_at: float | None = None  # when its canary began (pods ready)
+    settled_at: float | None = None
+    state: str = ""
+    rollout: Any = None
+
+
+def _watch(version: str, bound: float = READY_SECONDS) -> Watched:
+    seen = Watched()
+    deadline = time.monotonic() + bound
+    while time.monotonic() < deadline:
+        rollouts = [r for r in _ledger().rollouts if r.version == version]
+        rollout = rollouts[-1] if rollouts else None
+        if rollout is not None:
+            if rollout.state == "canary" and seen.canary_at is None:
+                seen.canary_at = time.time()
+            if not rollout.active:
+                seen.settled_at, seen.state, seen.rollout = time.time(), rollout.state, rollout
+                return seen
+        time.sleep(0.1)
+    raise RuntimeError(f"{version} did not settle within {bound:.0f} s")
+
+
+def _shares(samples: list[Sample], watched: Watched, number: str) -> list[dict[str, Any]]:
+    """Per canary step: the weight the route gave the new version, and the share of
+    answers it gave (every request answered between the step's start and its end)."""
+    canary = watched.rollout.canary
+    starts = [watched.canary_at or 0.0] + [d.at for d in canary.decisions[:-1]]
+    steps = []
+    for start, decision in zip(starts, canary.decisions, strict=True):
+        answered = [s for s in samples if start <= s.at < decision.at and s.version]
+        new = sum(1 for s in answered if s.version == number)
+        steps.append({"weight_pct": decision.weight, "answers": len(answered),
+                      "new_version_pct": round(100 * new / len(answered), 1)
+                      if answered else None,
+                      "seconds": round(decision.at - start, 2), "decision": decision.action})
+    return steps
 
 
 def _function_times(sandbox: Sandbox) -> dict[str, Any]:
@@ -151,6 +200,7 @@ def _function_times(sandbox: Sandbox) -> dict[str, Any]:
     bucket = "bench-function-events"
     create_bucket(sandbox.storage_url, bucket, "accelops-local")
     times: dict[str, list[float]] = {"new rollout": [], "duplicate": [], "artifact": []}
+    retried = 0
     files = {"config.pbtxt": b'backend: "python"\n', "model.py": b"# bench\n"}
     for index in range(EVENTS):
         model = f"bench-{index % 5}"
@@ -161,15 +211,23 @@ def _function_times(sandbox: Sandbox) -> dict[str, Any]:
                                  ("duplicate", (name, generation)),
                                  ("artifact", (name.replace("deploy.yaml", "model.py"),
                                                generation))):
-            started = time.perf_counter()
-            status = app.post("/", json=notification_envelope(bucket, obj, gen,
-                                                              message_id=f"b{index}{kind[0]}"),
-                              ).status_code
-            times[kind].append((time.perf_counter() - started) * 1e3)
-            if status != 200:
+            envelope = notification_envelope(bucket, obj, gen, message_id=f"b{index}{kind[0]}")
+            for _attempt in range(3):
+                started = time.perf_counter()
+                status = app.post("/", json=envelope).status_code
+                times[kind].append((time.perf_counter() - started) * 1e3)
+                if status == 200:
+                    break
+                # The sandbox's reconcile_models watches these rollouts too: a write that
+                # lost the race on the ledger asks to be delivered again, as Pub/Sub would.
+                retried += 1
+            else:
                 raise RuntimeError(f"deploy_model answered {status} for a {kind} event")
-    return {kind: {"events": len(ms), "p50_ms": round(_p(ms, 50), 1),
-                   "p99_ms": round(_p(ms, 99), 1)} for kind, ms in times.items()}
+    figures: dict[str, Any] = {kind: {"events": len(ms), "p50_ms": round(_p(ms, 50), 1),
+                                      "p99_ms": round(_p(ms, 99), 1)}
+                               for kind, ms in times.items()}
+    figures["redelivered"] = retried
+    return figures
 
 
 def main() -> int:
@@ -181,7 +239,7 @@ def main() -> int:
                 bucket = sandbox.models_bucket
                 uploaded = upload_model_version(bucket, "v1")
                 ready = _wait_ready("v1")
-                url = _service_url()
+                url = _gateway_url()
                 clients = Clients(url).start()
                 first_v1 = None
                 while first_v1 is None and time.time() < ready + 30:
@@ -194,22 +252,63 @@ def main() -> int:
                 steady_start = time.time()
                 time.sleep(STEADY_SECONDS)
                 switch_start = upload_model_version(bucket, "v2")
-                ready2 = _wait_ready("v2")
+                promoted = _watch("v2")
+                if promoted.state != "ready":
+                    raise RuntimeError(f"v2 was not promoted: {promoted.rollout}")
                 # The switch ends when no old-version answer comes any more.
                 time.sleep(2.0)
-                clients.finish()
                 old = [s.at for s in clients.samples if s.version == "1"]
-                switch_end = max([ready2, *old]) + 0.5
-                first_v2 = _first_answer(clients, "2", switch_start)
-                figures["v2_ready_s"] = {"ledger": round(ready2 - switch_start, 2),
-                                         "serving": round((first_v2 or ready2) - switch_start,
-                                                          2)}
+                switch_end = max([promoted.settled_at or 0.0, *old]) + 0.5
                 steady = _window(clients.samples, steady_start, switch_start)
                 switch = _window(clients.samples, switch_start, switch_end)
+                policy = promoted.rollout.canary.policy
+                figures["canary_policy"] = policy.model_dump(mode="json")
+                figures["promotion"] = {
+                    "upload_to_100pct_s": round((promoted.settled_at or 0) - switch_start, 2),
+                    "ready_to_100pct_s": round((promoted.settled_at or 0)
+                                               - (promoted.canary_at or 0), 2),
+                    "lower_bound_s": (len(policy.steps) - 1) * policy.min_seconds,
+                    "steps": _shares(clients.samples, promoted, "2"),
+                    "failed_requests": switch["failed"], "window": switch,
+                }
                 figures["steady"] = steady
-                figures["switch"] = switch
                 figures["switch_p99_vs_steady"] = round(
                     switch["p99_ms"] / steady["p99_ms"], 2) if steady["p99_ms"] else None
+                print(f"v2: upload → 100 % {figures['promotion']['upload_to_100pct_s']} s, "
+                      f"failed {switch['failed']} of {switch['requests']}")
+
+                slow_start = upload_model_version(bucket, "v3", slowdown=3.0)
+                rolled = _watch("v3")
+                time.sleep(1.0)
+                clients.finish()
+                if rolled.state != "rolled-back":
+                    raise RuntimeError(f"the slow v3 was not rolled back: {rolled.rollout}")
+                [decision] = rolled.rollout.canary.decisions
+                bound = (decision.current.p99_ms or 0) * policy.max_p99_ratio \
+                    + policy.p99_slack_ms
+                during = [s for s in clients.samples
+                          if (rolled.canary_at or 0) <= s.at < (rolled.settled_at or 0)]
+                figures["slo_rollback"] = {
+                    "upload_to_rollback_s": round((rolled.settled_at or 0) - slow_start, 2),
+                    "first_step_to_rollback_s": round((rolled.settled_at or 0)
+                                                      - (rolled.canary_at or 0), 2),
+                    "goal_s": f"<= min_seconds ({policy.min_seconds:g}) + one tick",
+                    "reason": decision.reason,
+                    "gate_figures": {"new": decision.new.model_dump(),
+                                     "serving": decision.current.model_dump()},
+                    "slo_bound_ms": round(bound, 1),
+                    "over_bound_by_version": {
+                        version: sum(1 for s in during if s.version == version and s.ms > bound)
+                        for version in ("2", "3")},
+                    "answers_by_version": {
+                        version: sum(1 for s in during if s.version == version)
+                        for version in ("2", "3")},
+                    "failed_requests": sum(1 for s in clients.samples
+                                           if s.at >= slow_start and s.version is None),
+                }
+                print(f"v3 (3x slower): first step → rolled back "
+                      f"{figures['slo_rollback']['first_step_to_rollback_s']} s: "
+                      f"{decision.reason}")
                 figures["failed_requests_total"] = sum(
                     1 for s in clients.samples if s.version is None)
                 figures["deploy_model_ms"] = _function_times(sandbox)
