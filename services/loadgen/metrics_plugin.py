@@ -31,6 +31,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
 from typing import Any, Literal, Protocol
 
 import gevent
@@ -43,6 +45,7 @@ from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRu
 from shared import pubsub
 from shared.errors import ConfigError, NotFoundError, PermanentError, TransientError
 
+from .master import take_over_run_time
 from .outbox import Outbox, RunMessage
 from .records import RunInfo, build_record, encode_record, message_attributes, message_data
 from .revision import loadgen_revision
@@ -89,7 +92,8 @@ class MetricsPlugin:
                  wall_clock: Callable[[], float] = time.time) -> None:
         self.environment = environment
         self.settings = settings
-        self.run = _run_info(settings)
+        self.worker = _worker_id(environment.runner)
+        self.run = _run_info(settings, self.worker)
         self.revision = revision
         self.outbox = Outbox(settings.metrics_batch_size, settings.metrics_flush_interval)
         self.failed_requests = 0
@@ -129,7 +133,7 @@ class MetricsPlugin:
             # Options edited in the web UI: keep the last valid ones rather than no records.
             logger.error("loadgen: %s; keeping the previous settings", exc.message)
         if isinstance(environment.runner, WorkerRunner):
-            logger.info("loadgen: test id %s", self.settings.test_id)
+            logger.info("loadgen: test id %s on worker %s", self.settings.test_id, self.worker)
         self._queue_run("start")
         self._running = True
 
@@ -139,6 +143,13 @@ class MetricsPlugin:
             self._running = False
         self.flush()
         logger.info("loadgen: %s", self.summary())
+        runner = environment.runner
+        if isinstance(runner, WorkerRunner):
+            # The worker's last requests, reported now: the master forgets a worker
+            # once it says client_stopped (next, after these listeners) and discards
+            # its later reports, which would leave the master's totals short.
+            # (Locust has no public way to send a report now.)
+            runner._send_stats()
 
     def on_quitting(self, environment: Environment, **_: Any) -> None:
         runner = environment.runner
@@ -172,7 +183,7 @@ class MetricsPlugin:
             self.outbox.resize(settings.metrics_batch_size, settings.metrics_flush_interval)
             self._wake.set()
         self.settings = settings
-        self.run = _run_info(settings)
+        self.run = _run_info(settings, self.worker)
         self._deadline = None
 
     def flush(self) -> bool:
@@ -304,17 +315,28 @@ def _listen(hook: Any, handler: Callable[..., None]) -> None:
     hook.add_listener(handler)
 
 
-def _run_info(settings: Settings) -> RunInfo:
+def _run_info(settings: Settings, worker: str | None) -> RunInfo:
     return RunInfo(test_id=settings.test_id, server=settings.server, model=settings.model,
-                   accelerator=settings.accelerator)
+                   accelerator=settings.accelerator, worker=worker)
 
 
-def forward_run_parameters(environment: Environment, **_: Any) -> None:
+def _worker_id(runner: Any) -> str | None:
+    """A worker's Locust client id (``<host name>_<random hex>``, the id its master
+    knows it by; a pod name on GKE), None for a single process."""
+    return str(runner.client_id) if isinstance(runner, WorkerRunner) else None
+
+
+def forward_run_parameters(environment: Environment, run_time_s: float | None = None,
+                           **_: Any) -> None:
     """Master, at test start: put its users, spawn rate and run time where the spawn
-    messages carry them to the workers (Locust forwards only options it does not own)."""
+    messages carry them to the workers (Locust forwards only options it does not own).
+    ``run_time_s``: the run time the plugin took over from Locust (``master.py``)."""
     options = environment.parsed_options
     if options is not None:
-        vars(options).update(forwarded_options(asked_parameters(options)))
+        parameters = asked_parameters(options)
+        if run_time_s is not None:
+            parameters = replace(parameters, run_time_s=run_time_s)
+        vars(options).update(forwarded_options(parameters))
 
 
 def select_user_classes(environment: Environment, server: str) -> None:
@@ -359,7 +381,9 @@ def install(events: Events) -> None:
                         settings.accelerator or "unset", ", streamed" if settings.stream else "")
         if isinstance(runner, MasterRunner):
             # Requests (and records) happen on the workers; they learn -u/-r/-t from this.
-            _listen(environment.events.test_start, forward_run_parameters)
+            run_time = take_over_run_time(environment, runner)
+            _listen(environment.events.test_start,
+                    partial(forward_run_parameters, run_time_s=run_time))
             return
         # Listening before anything that could yield: a worker's runner is already taking
         # the master's messages, and missing test_start would lose the test id.

@@ -51,6 +51,9 @@ class RunInfo:
     server: str
     model: str
     accelerator: str | None
+    # The worker's Locust client id (host name and a random suffix) in a distributed
+    # run; None in a single process.
+    worker: str | None = None
 
 
 def _text(value: Any, limit: int) -> str:
@@ -120,6 +123,7 @@ def build_record(event: Mapping[str, Any], run: RunInfo, users: int | None,
         "server": run.server,
         "accelerator": run.accelerator,
         "users": _count(users),
+        "worker": _optional_text(run.worker),
     }
 
 

@@ -5,7 +5,7 @@ The field names keep the metrics schema of the Saxml-on-GKE load-test reference
 exception, model_name, model_method, tokenizer, num_input_tokens, num_output_tokens,
 model_response_time) so its dashboards and queries keep working; accelops adds
 ``time_to_first_token`` for streamed requests and, on every record, the server,
-accelerator and user count. What describes the run as a whole (target model, spawn rate,
+accelerator, user count and worker. What describes the run as a whole (target model, spawn rate,
 Locust version, ...) is recorded once per test instead: :mod:`shared.metrics.run`.
 
 A Pub/Sub message carries a JSON array of records (or one record object). A record's
@@ -82,6 +82,9 @@ class MetricRecord(BaseModel):
     server: Short | None = None
     accelerator: Short | None = None
     users: Count | None = None
+    # The Locust process that made the request (a worker's client id) when a test runs
+    # on several: the users chart adds up each worker's count.
+    worker: Short | None = None
 
     @field_validator("start_time", mode="before")
     @classmethod

@@ -86,7 +86,9 @@ REQUEST_FIELDS: tuple[Field, ...] = (
           "milliseconds to the first streamed token; streamed requests only"),
     Field("server", "STRING", "NULLABLE", "triton, saxml, ..."),
     Field("accelerator", "STRING", "NULLABLE", "e.g. v5litepod-8, or cpu"),
-    Field("users", "INT64", "NULLABLE", "concurrent load-generator users"),
+    Field("users", "INT64", "NULLABLE", "concurrent users of the Locust process that sent it"),
+    Field("worker", "STRING", "NULLABLE",
+          "the Locust worker that sent it (client id); null from a single process"),
 )
 
 REJECTION_FIELDS: tuple[Field, ...] = (

@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -453,31 +454,39 @@ def git_revision() -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
-def test_every_worker_records_the_run_with_the_masters_users_spawn_rate_and_run_time(
-        tmp_path: Path, metrics_topic: str, subscriber: Any, triton: FakeServer) -> None:
+def run_distributed(tmp_path: Path, url: str, test_id: str, *options: str,
+                    seconds: int = BOUND, workers: int = 2,
+                    ) -> tuple[Run, list[str]]:
+    """A headless master with ``workers`` workers (all on 127.0.0.1) to the end: the
+    master's run, and each worker's log."""
     port = free_port()
     common = ["--model", "toy-lm", "--accelerator", "cpu", "--metrics-project", fx.PROJECT,
               "--metrics-batch-size", "100000", "--metrics-flush-interval", "60"]
     # No revision variable: each worker asks git for the checkout's commit.
     env = locust_env(revision=None)
-    workers = [subprocess.Popen(
+    processes = [subprocess.Popen(
         [sys.executable, "-m", "locust", "-f", f"{LOCUSTFILE},{UNTIL}", "--worker",
          "--master-host", "127.0.0.1", "--master-port", str(port), *common],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for _ in range(2)]
+        for _ in range(workers)]
     try:
         master = subprocess.run(
-            [*locust_command(tmp_path, triton.url, *common, "--test-id", "dist-1",
-                             *until(requests=10), users=4),
-             "--master", "--expect-workers", "2", "--master-bind-host", "127.0.0.1",
+            [*locust_command(tmp_path, url, *common, "--test-id", test_id, *options,
+                             users=4, seconds=seconds),
+             "--master", "--expect-workers", str(workers), "--master-bind-host", "127.0.0.1",
              "--master-bind-port", str(port)],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=BOUND + 120,
             check=False)
-        outputs = [w.communicate(timeout=BOUND)[0] for w in workers]
+        outputs = [w.communicate(timeout=BOUND)[0] for w in processes]
     finally:
-        for worker in workers:
+        for worker in processes:
             worker.kill()
-    run = finished(tmp_path, master.returncode, master.stdout + master.stderr)
+    return finished(tmp_path, master.returncode, master.stdout + master.stderr), outputs
+
+
+def test_every_worker_records_the_run_with_the_masters_users_spawn_rate_and_run_time(
+        tmp_path: Path, metrics_topic: str, subscriber: Any, triton: FakeServer) -> None:
+    run, outputs = run_distributed(tmp_path, triton.url, "dist-1", *until(requests=10))
 
     assert run.returncode == 0, run.output + "".join(outputs)
     messages = pull_all(subscriber)
@@ -488,6 +497,25 @@ def test_every_worker_records_the_run_with_the_masters_users_spawn_rate_and_run_
     assert {(r.users, r.spawn_rate, r.run_time_s) for r in runs} == {(4, 4.0, float(BOUND))}
     assert {(r.model_name, r.host, r.loadgen_revision) for r in runs} == {
         ("toy-lm", triton.url, git_revision())}
+    # Each worker stamps its own identity: the client id it logs with the test id.
+    logged = {found.group(1) for output in outputs
+              if (found := re.search(r"loadgen: test id dist-1 on worker (\S+)", output))}
+    assert len(logged) == 2
+    assert {r.worker for r in records} == logged
+
+
+def test_a_masters_run_time_ends_the_test_with_every_workers_requests_in_its_count(
+        tmp_path: Path, metrics_topic: str, subscriber: Any, triton: FakeServer) -> None:
+    # No --until-*: the run time alone ends the test, as in production. Locust's own
+    # timer would quit the workers and leave their last reports out of the totals.
+    run, outputs = run_distributed(tmp_path, triton.url, "dist-t", seconds=4)
+
+    assert run.returncode == 0, run.output + "".join(outputs)
+    assert "run time of 4s reached" in run.output
+    records = check_records(pull_all(subscriber), "dist-t")
+    assert len(records) == run.requests > 0
+    per_worker = Counter(r.worker for r in records)
+    assert len(per_worker) == 2
 
 
 def test_streamed_requests_record_the_time_to_their_first_token(

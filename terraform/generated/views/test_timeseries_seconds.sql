@@ -20,7 +20,14 @@ WITH measured AS (
     PERCENTILE_CONT(ttft_ms, 0.5) OVER (PARTITION BY test_id, bucket) AS ttft_p50_ms,
     PERCENTILE_CONT(ttft_ms, 0.9) OVER (PARTITION BY test_id, bucket) AS ttft_p90_ms
   FROM bucketed
-)
+), users_per_bucket AS (
+  -- Each worker's peak in the bucket, added up: a record carries its own
+  -- process's user count; NULL workers (one process) make one group.
+  SELECT test_id, bucket, SUM(peak) AS users
+  FROM (SELECT test_id, bucket, worker, MAX(users) AS peak
+        FROM bucketed GROUP BY test_id, bucket, worker)
+  GROUP BY test_id, bucket
+), per_bucket AS (
 SELECT
   test_id,
   bucket,
@@ -36,7 +43,9 @@ SELECT
     ANY_VALUE(ttft_p50_ms) AS ttft_p50_ms,
     ANY_VALUE(ttft_p90_ms) AS ttft_p90_ms,
   MAX(ok_ms) AS max_ms,
-  MAX(users) AS users,
   IFNULL(SUM(num_output_tokens), 0) / 1.0 AS tokens_per_s
 FROM with_percentiles
 GROUP BY test_id, bucket
+)
+SELECT per_bucket.*, users_per_bucket.users
+FROM per_bucket JOIN users_per_bucket USING (test_id, bucket)
