@@ -36,6 +36,7 @@ from functools import partial
 from typing import Any, Literal, Protocol
 
 import gevent
+from flask import jsonify, request
 from gevent.event import Event
 from locust import __version__ as LOCUST_VERSION
 from locust.env import Environment
@@ -58,8 +59,8 @@ from .runs import (
 )
 from .settings import Settings, add_arguments, settings_from
 
-__all__ = ["MetricsPlugin", "forward_run_parameters", "install", "select_user_classes",
-           "use_gevent_grpc"]
+__all__ = ["MetricsPlugin", "forward_run_parameters", "install", "refuse_swarm_without_model",
+           "select_user_classes", "use_gevent_grpc"]
 
 logger = logging.getLogger("loadgen.metrics")
 
@@ -339,6 +340,24 @@ def forward_run_parameters(environment: Environment, run_time_s: float | None = 
         vars(options).update(forwarded_options(parameters))
 
 
+def refuse_swarm_without_model(web_ui: Any, environment: Environment) -> None:
+    """Master waiting for tests: answer ``POST /swarm`` without a model as Locust answers
+    a form it cannot use (``success: false`` and why) and start nothing; its workers
+    would otherwise send every request to a model named ``""``."""
+    def check() -> Any:
+        if request.method != "POST" or not request.path.endswith("/swarm"):
+            return None
+        options = environment.parsed_options
+        if (request.form.get("model") or getattr(options, "model", None) or "").strip():
+            return None
+        message = ("loadgen: --model: name the model of the test (the model field of "
+                   "POST /swarm, or LOADGEN_MODEL)")
+        logger.error(message)
+        return jsonify({"success": False, "message": message, "host": environment.host})
+
+    web_ui.app.before_request(check)
+
+
 def select_user_classes(environment: Environment, server: str) -> None:
     """Keep only the user classes for ``server`` (classes declare it as ``server``).
 
@@ -362,10 +381,15 @@ def install(events: Events) -> None:
     def on_parser(parser: Any, **_: Any) -> None:
         add_arguments(parser)
 
-    def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
+    def on_init(environment: Environment, runner: Any = None, web_ui: Any = None,
+                **_: Any) -> None:
         options = environment.parsed_options
+        # Workers, and a master whose tests start from its web API (the GKE Deployments),
+        # learn the model with each test; the master refuses a test without one.
+        waits_for_tests = isinstance(runner, WorkerRunner) or (
+            isinstance(runner, MasterRunner) and not getattr(options, "headless", False))
         try:
-            settings = settings_from(options)
+            settings = settings_from(options, model_required=not waits_for_tests)
             if not isinstance(runner, WorkerRunner):
                 # Workers run what the master dispatches.
                 select_user_classes(environment, settings.server)
@@ -382,6 +406,8 @@ def install(events: Events) -> None:
         if isinstance(runner, MasterRunner):
             # Requests (and records) happen on the workers; they learn -u/-r/-t from this.
             run_time = take_over_run_time(environment, runner)
+            if web_ui is not None:
+                refuse_swarm_without_model(web_ui, environment)
             _listen(environment.events.test_start,
                     partial(forward_run_parameters, run_time_s=run_time))
             return

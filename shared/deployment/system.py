@@ -513,9 +513,10 @@ LOG_SINKS: tuple[LogSink, ...] = (
     ),
 )
 
-# The identities the model servers run as (Workload Identity). Servers only read
-# releases: a release is immutable once copied, and nothing a server does can
-# change what another rollout deploys.
+# The identities the model servers and the load generator on GKE run as (Workload
+# Identity). Servers only read releases: a release is immutable once copied, and
+# nothing a server does can change what another rollout deploys. The load generator
+# only publishes its records.
 WORKLOAD_IDENTITIES: tuple[WorkloadIdentity, ...] = (
     WorkloadIdentity(
         name="triton",
@@ -540,6 +541,17 @@ WORKLOAD_IDENTITIES: tuple[WorkloadIdentity, ...] = (
                   "the admin server rewrites its state and address under sax-root/; "
                   "the proxy and model servers read them to find it"),
         ),
+    ),
+    WorkloadIdentity(
+        name="locust",
+        description="The load generator on GKE: a Locust master and its workers, which "
+                    "publish one metric record per request.",
+        kubernetes_service_account=_SERVING.locust_service_account,
+        # Beside the model servers, whose Services are cluster-internal.
+        scopes=("serving_namespace",),
+        grants=(Grant("roles/pubsub.publisher", "topic",
+                      "each worker publishes its request and run records "
+                      "(services/loadgen/metrics_plugin.py)", _T.loadtest_metrics),),
     ),
 )
 

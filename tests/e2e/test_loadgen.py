@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from sandbox.common.httpserver import free_port
 from sandbox.pubsub import PubSubServer
@@ -516,6 +518,71 @@ def test_a_masters_run_time_ends_the_test_with_every_workers_requests_in_its_cou
     assert len(records) == run.requests > 0
     per_worker = Counter(r.worker for r in records)
     assert len(per_worker) == 2
+
+
+def web_stats(base: str) -> dict[str, Any]:
+    return requests.get(f"{base}/stats/requests", timeout=10).json()
+
+
+def test_a_test_started_through_a_waiting_masters_web_api_runs_on_all_its_workers(
+        tmp_path: Path, metrics_topic: str, subscriber: Any, triton: FakeServer) -> None:
+    # As the GKE Deployments run it: a master waiting for tests (no --headless, no
+    # model), workers that learn everything from it; the test comes with POST /swarm.
+    port, web = free_port(), free_port()
+    env = {**locust_env(), "GOOGLE_CLOUD_PROJECT": fx.PROJECT, "LOADGEN_SERVER": "triton"}
+    env.pop("LOADGEN_MODEL", None)
+    image = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
+    processes = [subprocess.Popen(
+        [*image, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
+         str(port), "--web-host", "127.0.0.1", "--web-port", str(web)],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)]
+    processes += [subprocess.Popen(
+        [*image, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for _ in range(2)]
+    base = f"http://127.0.0.1:{web}"
+    try:
+        assert wait_until(lambda: len(web_stats(base).get("workers", [])) == 2, BOUND)
+        # Without a model the master refuses the test: no records, a line saying why.
+        refused = requests.post(f"{base}/swarm", data={
+            "user_count": 2, "spawn_rate": 2, "host": triton.url, "test_id": "swarm-0"},
+            timeout=10).json()
+        assert refused["success"] is False
+        assert refused["message"].startswith("loadgen: --model: name the model of the test")
+        assert web_stats(base)["state"] == "ready"
+        started = requests.post(f"{base}/swarm", data={
+            "user_count": 4, "spawn_rate": 4, "run_time": "3s", "host": triton.url,
+            "model": "toy-lm", "test_id": "swarm-1"}, timeout=10)
+        assert started.json()["success"] is True
+        assert wait_until(lambda: web_stats(base)["state"] == "stopped", BOUND)
+        time.sleep(3)  # the stats endpoint caches its answer for a moment
+        counted = web_stats(base)["stats"][-1]["num_requests"]
+    finally:
+        for process in processes:
+            process.terminate()
+        outputs = [process.communicate(timeout=BOUND)[0] for process in processes]
+
+    assert "loadgen: --model: name the model of the test" in outputs[0]
+    messages = pull_all(subscriber)
+    records = check_records(messages, "swarm-1")
+    assert len(records) == counted > 0
+    assert len({r.worker for r in records}) == 2
+    assert {r.model_name for r in records} == {"toy-lm"}
+    runs = check_runs(messages, "swarm-1")
+    assert {(r.phase, r.users, r.spawn_rate, r.run_time_s) for r in runs} == {
+        ("start", 4, 4.0, 3.0), ("stop", 4, 4.0, 3.0)}
+
+
+def wait_until(condition: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return True
+        except requests.RequestException:
+            pass  # the web UI is not up yet
+        time.sleep(0.2)
+    return False
 
 
 def test_streamed_requests_record_the_time_to_their_first_token(

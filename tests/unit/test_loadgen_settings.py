@@ -131,3 +131,13 @@ def test_a_run_without_a_project_for_its_metrics_is_refused() -> None:
 def test_an_unknown_server_is_refused_by_the_parser() -> None:
     with pytest.raises(SystemExit):
         parse(["--server", "vllm"])
+
+
+def test_a_process_that_learns_the_model_with_each_test_may_start_without_one() -> None:
+    # A worker, or a master waiting for POST /swarm: the model comes with the test.
+    options = parse(["--metrics-project", "p1"], {})
+
+    assert settings_from(options, model_required=False).model == ""
+    with pytest.raises(ConfigError) as refused:
+        settings_from(options)
+    assert refused.value.field == "--model"
