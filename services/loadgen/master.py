@@ -17,13 +17,15 @@ every worker has said ``client_stopped``, and each worker sends its last statist
 just before that message (``MetricsPlugin.on_test_stop``), on the same connection, so
 the master has merged every request when it writes its totals. (A report a worker
 sends after ``client_stopped`` is discarded: the master has forgotten the worker
-until it is ready again.) The run time stays in the run records
-(``forward_run_parameters`` is handed it).
+until it is ready again.) Before it quits, the master waits (bounded) until each
+worker is ready again, so its quit message reaches them all. The run time stays in the
+run records (``forward_run_parameters`` is handed it).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any
 
 import gevent
@@ -32,9 +34,13 @@ from locust.runners import MasterRunner
 
 from .runs import run_time_seconds
 
-__all__ = ["RunTimeLimit", "take_over_run_time"]
+__all__ = ["READY_BOUND", "RunTimeLimit", "take_over_run_time"]
 
 logger = logging.getLogger("loadgen.master")
+
+# Beyond --stop-timeout, how long a stopped worker may take to say it is ready again.
+READY_BOUND = 10.0
+_POLL = 0.1
 
 
 class RunTimeLimit:
@@ -50,13 +56,23 @@ class RunTimeLimit:
             self._timer = gevent.spawn_later(self.seconds, self.finish)
 
     def finish(self) -> None:
+        runner = self.runner
+        workers = set(runner.clients.keys())
         logger.info("loadgen: run time of %gs reached, stopping %d workers", self.seconds,
-                    len(self.runner.clients))
+                    len(workers))
         # Bounded by Locust: --stop-timeout plus 60 s for the workers to stop.
-        self.runner.stop()
-        logger.info("loadgen: workers stopped, %d requests counted; shutting down",
-                    self.runner.stats.total.num_requests)
-        self.runner.quit()
+        runner.stop()
+        logger.info("loadgen: workers stopped, %d requests counted",
+                    runner.stats.total.num_requests)
+        # A stopped worker is not the master's client until it says client_ready,
+        # --stop-timeout seconds later; quitting before that would not reach it, and it
+        # would run on until it missed the master's heartbeats.
+        give_up = time.monotonic() + (runner.environment.stop_timeout or 0.0) + READY_BOUND
+        while not workers <= set(runner.clients.keys()) and time.monotonic() < give_up:
+            gevent.sleep(_POLL)
+        logger.info("loadgen: %d of %d workers ready to quit; shutting down",
+                    len(workers & set(runner.clients.keys())), len(workers))
+        runner.quit()
 
 
 def take_over_run_time(environment: Environment, runner: Any) -> float | None:
