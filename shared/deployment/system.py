@@ -467,9 +467,10 @@ SERVICES: tuple[Service, ...] = (
                     "as a metric record.",
         port=8089, memory="2Gi", cpu="2", concurrency=1, max_instances=1,
         env=("ACCELOPS_PROJECT",),
-        # Locust serves its own web UI (no gunicorn); grpcio: the plugin prepares it
-        # for gevent before the Pub/Sub client loads it.
-        requirements=("locust", "grpcio", "pydantic", "pyyaml", "google-api-core",
+        # Locust serves its own web UI (no gunicorn); flask: the plugin answers a test
+        # without a model on it; grpcio: the plugin prepares it for gevent before the
+        # Pub/Sub client loads it.
+        requirements=("locust", "flask", "grpcio", "pydantic", "pyyaml", "google-api-core",
                       "google-auth", "google-cloud-pubsub", "google-cloud-storage", "tzdata"),
         publishes_to=(_T.loadtest_metrics,),
     ),
