@@ -177,6 +177,9 @@ def test_the_controllers_are_available_and_their_webhooks_answer_before_the_over
     assert order.index("image-loadgen") < order.index("overlay-render")
     render = step(up_plan(SITE), "overlay-render").argv
     assert render[render.index("--locust-image") + 1] == Output("images", ("loadgen",))
+    # down renders what up applied, the load generator included, to delete it.
+    render = step(down_plan(SITE, NAMESPACES), "overlay-render").argv
+    assert render[render.index("--locust-image") + 1] == Output("images", ("loadgen",))
     plan = up_plan(SITE)
     for name, namespace, deployment in CONTROLLERS:
         assert step(plan, f"{name}-ready").argv == (
