@@ -180,6 +180,7 @@ bench: $(STAMP)
 	$(PY) -m tests.bench.schedule
 	$(PY) -m tests.bench.metrics
 	$(PY) -m tests.bench.report
+	$(PY) -m tests.bench.loadgen
 	$(PY) -m tests.bench.dashboard
 	$(PY) -m tests.bench.hostile
 	$(PY) -m tests.bench.serving

@@ -39,6 +39,16 @@ class _Sandbox(argparse.Action):
             namespace.func = self.target
 
 
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value}: at least 1 worker")
+    return value
+
+
 def add_commands(sub: Subcommands) -> None:
     sandbox = sub.add_parser("sandbox", help="the local sandbox: up, down, status, env, token")
     sandbox.add_argument("action", choices=["up", "down", "status", "env", "token"],
@@ -77,6 +87,10 @@ def add_commands(sub: Subcommands) -> None:
                                "from a bucket upload; see `accelops models list`)")
     loadtest.add_argument("--users", type=int, default=4, help="concurrent users (default: 4)")
     loadtest.add_argument("--duration", type=int, default=10, help="seconds (default: 10)")
+    loadtest.add_argument("--workers", type=_at_least_one, metavar="N",
+                          help="run Locust as a master and N worker processes; the users "
+                               "are the test's total, spread over the workers (default: "
+                               "one process)")
     loadtest.add_argument("--test-id", help="default: lt-<UTC time>-<random>")
     loadtest.add_argument("--host", help="target URL (default: the sandbox's server)")
     loadtest.add_argument("--model", help="default: toy-lm (Triton), /sax/test/toy (Saxml)")

@@ -31,9 +31,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from dataclasses import replace
+from functools import partial
 from typing import Any, Literal, Protocol
 
 import gevent
+from flask import jsonify, request
 from gevent.event import Event
 from locust import __version__ as LOCUST_VERSION
 from locust.env import Environment
@@ -43,6 +46,7 @@ from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRu
 from shared import pubsub
 from shared.errors import ConfigError, NotFoundError, PermanentError, TransientError
 
+from .master import take_over_run_time
 from .outbox import Outbox, RunMessage
 from .records import RunInfo, build_record, encode_record, message_attributes, message_data
 from .revision import loadgen_revision
@@ -55,8 +59,8 @@ from .runs import (
 )
 from .settings import Settings, add_arguments, settings_from
 
-__all__ = ["MetricsPlugin", "forward_run_parameters", "install", "select_user_classes",
-           "use_gevent_grpc"]
+__all__ = ["MetricsPlugin", "forward_run_parameters", "install", "refuse_swarm_without_model",
+           "select_user_classes", "use_gevent_grpc"]
 
 logger = logging.getLogger("loadgen.metrics")
 
@@ -89,7 +93,8 @@ class MetricsPlugin:
                  wall_clock: Callable[[], float] = time.time) -> None:
         self.environment = environment
         self.settings = settings
-        self.run = _run_info(settings)
+        self.worker = _worker_id(environment.runner)
+        self.run = _run_info(settings, self.worker)
         self.revision = revision
         self.outbox = Outbox(settings.metrics_batch_size, settings.metrics_flush_interval)
         self.failed_requests = 0
@@ -129,7 +134,7 @@ class MetricsPlugin:
             # Options edited in the web UI: keep the last valid ones rather than no records.
             logger.error("loadgen: %s; keeping the previous settings", exc.message)
         if isinstance(environment.runner, WorkerRunner):
-            logger.info("loadgen: test id %s", self.settings.test_id)
+            logger.info("loadgen: test id %s on worker %s", self.settings.test_id, self.worker)
         self._queue_run("start")
         self._running = True
 
@@ -139,6 +144,13 @@ class MetricsPlugin:
             self._running = False
         self.flush()
         logger.info("loadgen: %s", self.summary())
+        runner = environment.runner
+        if isinstance(runner, WorkerRunner):
+            # The worker's last requests, reported now: the master forgets a worker
+            # once it says client_stopped (next, after these listeners) and discards
+            # its later reports, which would leave the master's totals short.
+            # (Locust has no public way to send a report now.)
+            runner._send_stats()
 
     def on_quitting(self, environment: Environment, **_: Any) -> None:
         runner = environment.runner
@@ -172,7 +184,7 @@ class MetricsPlugin:
             self.outbox.resize(settings.metrics_batch_size, settings.metrics_flush_interval)
             self._wake.set()
         self.settings = settings
-        self.run = _run_info(settings)
+        self.run = _run_info(settings, self.worker)
         self._deadline = None
 
     def flush(self) -> bool:
@@ -304,17 +316,46 @@ def _listen(hook: Any, handler: Callable[..., None]) -> None:
     hook.add_listener(handler)
 
 
-def _run_info(settings: Settings) -> RunInfo:
+def _run_info(settings: Settings, worker: str | None) -> RunInfo:
     return RunInfo(test_id=settings.test_id, server=settings.server, model=settings.model,
-                   accelerator=settings.accelerator, slos=settings.slos)
+                   accelerator=settings.accelerator, slos=settings.slos, worker=worker)
 
 
-def forward_run_parameters(environment: Environment, **_: Any) -> None:
+def _worker_id(runner: Any) -> str | None:
+    """A worker's Locust client id (``<host name>_<random hex>``, the id its master
+    knows it by; a pod name on GKE), None for a single process."""
+    return str(runner.client_id) if isinstance(runner, WorkerRunner) else None
+
+
+def forward_run_parameters(environment: Environment, run_time_s: float | None = None,
+                           **_: Any) -> None:
     """Master, at test start: put its users, spawn rate and run time where the spawn
-    messages carry them to the workers (Locust forwards only options it does not own)."""
+    messages carry them to the workers (Locust forwards only options it does not own).
+    ``run_time_s``: the run time the plugin took over from Locust (``master.py``)."""
     options = environment.parsed_options
     if options is not None:
-        vars(options).update(forwarded_options(asked_parameters(options)))
+        parameters = asked_parameters(options)
+        if run_time_s is not None:
+            parameters = replace(parameters, run_time_s=run_time_s)
+        vars(options).update(forwarded_options(parameters))
+
+
+def refuse_swarm_without_model(web_ui: Any, environment: Environment) -> None:
+    """Master waiting for tests: answer ``POST /swarm`` without a model as Locust answers
+    a form it cannot use (``success: false`` and why) and start nothing; its workers
+    would otherwise send every request to a model named ``""``."""
+    def check() -> Any:
+        if request.method != "POST" or not request.path.endswith("/swarm"):
+            return None
+        options = environment.parsed_options
+        if (request.form.get("model") or getattr(options, "model", None) or "").strip():
+            return None
+        message = ("loadgen: --model: name the model of the test (the model field of "
+                   "POST /swarm, or LOADGEN_MODEL)")
+        logger.error(message)
+        return jsonify({"success": False, "message": message, "host": environment.host})
+
+    web_ui.app.before_request(check)
 
 
 def select_user_classes(environment: Environment, server: str) -> None:
@@ -340,10 +381,15 @@ def install(events: Events) -> None:
     def on_parser(parser: Any, **_: Any) -> None:
         add_arguments(parser)
 
-    def on_init(environment: Environment, runner: Any = None, **_: Any) -> None:
+    def on_init(environment: Environment, runner: Any = None, web_ui: Any = None,
+                **_: Any) -> None:
         options = environment.parsed_options
+        # Workers, and a master whose tests start from its web API (the GKE Deployments),
+        # learn the model with each test; the master refuses a test without one.
+        waits_for_tests = isinstance(runner, WorkerRunner) or (
+            isinstance(runner, MasterRunner) and not getattr(options, "headless", False))
         try:
-            settings = settings_from(options)
+            settings = settings_from(options, model_required=not waits_for_tests)
             if not isinstance(runner, WorkerRunner):
                 # Workers run what the master dispatches.
                 select_user_classes(environment, settings.server)
@@ -359,7 +405,11 @@ def install(events: Events) -> None:
                         settings.accelerator or "unset", ", streamed" if settings.stream else "")
         if isinstance(runner, MasterRunner):
             # Requests (and records) happen on the workers; they learn -u/-r/-t from this.
-            _listen(environment.events.test_start, forward_run_parameters)
+            run_time = take_over_run_time(environment, runner)
+            if web_ui is not None:
+                refuse_swarm_without_model(web_ui, environment)
+            _listen(environment.events.test_start,
+                    partial(forward_run_parameters, run_time_s=run_time))
             return
         # Listening before anything that could yield: a worker's runner is already taking
         # the master's messages, and missing test_start would lose the test id.

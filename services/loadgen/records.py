@@ -63,6 +63,9 @@ class RunInfo:
     model: str
     accelerator: str | None
     slos: Slos = Slos()
+    # The worker's Locust client id (host name and a random suffix) in a distributed
+    # run; None in a single process.
+    worker: str | None = None
 
 
 def _text(value: Any, limit: int) -> str:
@@ -144,6 +147,7 @@ def build_record(event: Mapping[str, Any], run: RunInfo, users: int | None,
         "users": _count(users),
         "time_per_output_token": _millis(context.get("time_per_output_token")),
         "inter_token_latencies": _latencies(context.get("inter_token_latencies")),
+        "worker": _optional_text(run.worker),
     }
 
 

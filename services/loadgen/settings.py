@@ -150,8 +150,11 @@ def _flag(value: Any) -> bool:
     return bool(value)
 
 
-def settings_from(options: Any, *, new_id: Callable[[], str] = new_test_id) -> Settings:
-    """Validate a parsed namespace; a missing test id gets ``new_id()``.
+def settings_from(options: Any, *, new_id: Callable[[], str] = new_test_id,
+                  model_required: bool = True) -> Settings:
+    """Validate a parsed namespace; a missing test id gets ``new_id()``. Without
+    ``model_required`` an unnamed model is ``""``: a worker, or a master waiting for
+    tests from its web API, learns the model with each test.
 
     Raises ConfigError naming the option and the rule it breaks.
     """
@@ -168,7 +171,7 @@ def settings_from(options: Any, *, new_id: Callable[[], str] = new_test_id) -> S
     if server not in SERVERS:
         raise fail("--server", "choice", f"{server!r} is not one of {', '.join(SERVERS)}")
     model = (_option(options, "model") or "").strip()
-    if not model:
+    if not model and model_required:
         raise fail("--model", "required", "name the model to load (or set LOADGEN_MODEL)")
     max_tokens = _number(options, "max_tokens", int)
     if max_tokens < 1:

@@ -326,6 +326,12 @@ class ServingConfig(BaseModel):
     # Google service account that may read the releases bucket; see terraform/).
     triton_service_account: str = "triton"
     saxml_service_account: str = "saxml"
+    # The load generator on GKE (a Locust master and its workers in this namespace, so
+    # they reach the model servers' Services): the Kubernetes service account they run
+    # as (Workload Identity: may only publish to the metrics topic), and how many
+    # worker replicas the rendered worker Deployment asks for.
+    locust_service_account: str = "locust"
+    locust_workers: Annotated[int, Field(ge=0, le=100)] = 1
     saxml_cell: str = "/sax/accelops"
     saxml_model_server_image: str = \
         "us-docker.pkg.dev/cloud-tpu-images/inference/sax-model-server:v1.2.0"
@@ -357,7 +363,7 @@ class ServingConfig(BaseModel):
     metrics_interval_seconds: Annotated[int, Field(ge=1, le=300)] = 15
 
     @field_validator("namespace", "triton_service_account", "saxml_service_account",
-                     "gateway")
+                     "gateway", "locust_service_account")
     @classmethod
     def _name(cls, value: str) -> str:
         return TeamPolicy._rfc1123(value)

@@ -80,6 +80,7 @@ def cmd_generate(args: argparse.Namespace) -> int:
 
 def cmd_render(args: argparse.Namespace) -> int:
     from shared.config import load_config
+    from shared.deployment.locust import LocustSite
     from shared.deployment.manifests import overlay_files
     from shared.deployment.serving import (
         DEFAULT_ADMIN_IMAGE,
@@ -93,8 +94,10 @@ def cmd_render(args: argparse.Namespace) -> int:
     site = SaxmlSite(args.sax_bucket or sax_bucket_name(args.project),
                      args.saxml_admin_image or DEFAULT_ADMIN_IMAGE,
                      args.saxml_proxy_image or DEFAULT_PROXY_IMAGE)
-    written = write_files(out, overlay_files(config, args.project, out, repo_root(), site),
-                          check=False)
+    locust = (LocustSite(args.locust_image, args.locust_server, args.locust_model)
+              if args.locust_image else None)
+    written = write_files(out, overlay_files(config, args.project, out, repo_root(), site,
+                                             locust), check=False)
     print("\n".join(f"wrote {out / name}" for name in written) or f"{out} was current")
     print(f"apply with: kubectl apply --server-side -k {out}")
     return 0
@@ -131,6 +134,15 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
     render.add_argument("--saxml-proxy-image",
                         help="Saxml HTTP proxy image (default: sax-http of "
                              "shared/deployment/serving.py)")
+    render.add_argument("--locust-image",
+                        help="the load generator's image (Terraform output images.loadgen): "
+                             "adds its Locust master and worker Deployments (locust.yaml)")
+    render.add_argument("--locust-server", choices=["triton", "saxml"], default="triton",
+                        help="with --locust-image: the protocol of the tests' target "
+                             "(default: triton; a test may name another)")
+    render.add_argument("--locust-model",
+                        help="with --locust-image: the model a test targets unless it names "
+                             "one (default: none, each test names it)")
     render.set_defaults(func=cmd_render)
 
     doctor = sub.add_parser(

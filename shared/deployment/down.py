@@ -83,7 +83,8 @@ def down_plan(site: Site, namespaces: Iterable[str], *, controllers: bool = Fals
                            "`accelops slices reconcile --cleanup-only` again to hurry it"),
              timeout_seconds=60 * 30 + 600),
         render_step(k, site.config, site.project, Output("buckets", ("sax",)),
-                    "render the overlay (what up applied)"),
+                    "render the overlay (what up applied)",
+                    locust_image=Output("images", ("loadgen",))),
         Step("overlay-delete", "delete the overlay: team and serving namespaces with "
              "everything in them, queues, RBAC",
              ("kubectl", "delete", "--ignore-not-found", "--wait=true", "--timeout=600s",

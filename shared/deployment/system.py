@@ -495,9 +495,10 @@ SERVICES: tuple[Service, ...] = (
                     "as a metric record.",
         port=8089, memory="2Gi", cpu="2", concurrency=1, max_instances=1,
         env=("ACCELOPS_PROJECT",),
-        # Locust serves its own web UI (no gunicorn); grpcio: the plugin prepares it
-        # for gevent before the Pub/Sub client loads it.
-        requirements=("locust", "grpcio", "pydantic", "pyyaml", "google-api-core",
+        # Locust serves its own web UI (no gunicorn); flask: the plugin answers a test
+        # without a model on it; grpcio: the plugin prepares it for gevent before the
+        # Pub/Sub client loads it.
+        requirements=("locust", "flask", "grpcio", "pydantic", "pyyaml", "google-api-core",
                       "google-auth", "google-cloud-pubsub", "google-cloud-storage", "tzdata"),
         publishes_to=(_T.loadtest_metrics,),
     ),
@@ -541,9 +542,10 @@ LOG_SINKS: tuple[LogSink, ...] = (
     ),
 )
 
-# The identities the model servers run as (Workload Identity). Servers only read
-# releases: a release is immutable once copied, and nothing a server does can
-# change what another rollout deploys.
+# The identities the model servers and the load generator on GKE run as (Workload
+# Identity). Servers only read releases: a release is immutable once copied, and
+# nothing a server does can change what another rollout deploys. The load generator
+# only publishes its records.
 WORKLOAD_IDENTITIES: tuple[WorkloadIdentity, ...] = (
     WorkloadIdentity(
         name="triton",
@@ -568,6 +570,17 @@ WORKLOAD_IDENTITIES: tuple[WorkloadIdentity, ...] = (
                   "the admin server rewrites its state and address under sax-root/; "
                   "the proxy and model servers read them to find it"),
         ),
+    ),
+    WorkloadIdentity(
+        name="locust",
+        description="The load generator on GKE: a Locust master and its workers, which "
+                    "publish one metric record per request.",
+        kubernetes_service_account=_SERVING.locust_service_account,
+        # Beside the model servers, whose Services are cluster-internal.
+        scopes=("serving_namespace",),
+        grants=(Grant("roles/pubsub.publisher", "topic",
+                      "each worker publishes its request and run records "
+                      "(services/loadgen/metrics_plugin.py)", _T.loadtest_metrics),),
     ),
 )
 

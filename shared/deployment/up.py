@@ -42,6 +42,8 @@ __all__ = ["CONTROLLERS", "CONTROLLERS_DIR", "WEBHOOKS_NOT_READY", "Kubernetes",
            "terraform", "terraform_vars", "up_plan"]
 
 CONTROLLERS_DIR = "manifests/controllers"
+# The name the load generator's image has on a laptop (services/loadgen/Dockerfile).
+SANDBOX_LOCUST_IMAGE = "loadgen"
 # The controllers' Deployments as the pinned release manifests name them
 # (kueue v0.10.1 config/default: namespace kueue-system, namePrefix kueue-, and
 # config/components/manager/manager.yaml's controller-manager; jobset v0.7.2 likewise
@@ -188,17 +190,21 @@ def credentials_step(site: Site) -> Step:
 
 
 def render_step(k: Kubernetes, config: str, project: str, sax_bucket: Arg | None,
-                title: str = "render the overlay from the team config") -> Step:
-    """``accelops manifests render`` of the team config into ``k.overlay``."""
+                title: str = "render the overlay from the team config",
+                locust_image: Arg | None = None) -> Step:
+    """``accelops manifests render`` of the team config into ``k.overlay``; with
+    ``locust_image``, the load generator's master and workers too."""
     render: tuple[Arg, ...] = ("accelops", "manifests", "render", "--config", config,
                                "--project", project)
     if sax_bucket is not None:
         render += ("--sax-bucket", sax_bucket)
+    if locust_image is not None:
+        render += ("--locust-image", locust_image)
     return Step("overlay-render", title, (*render, "--out", k.overlay), timeout_seconds=120)
 
 
 def _kubernetes(k: Kubernetes, config: str, project: str,
-                sax_bucket: Arg | None) -> list[Step]:
+                sax_bucket: Arg | None, locust_image: Arg) -> list[Step]:
     """Controllers Available, overlay rendered, webhooks answering, overlay applied."""
     env = kube_env(k)
     steps = [Step(f"{name}-ready", f"wait until {deployment} is Available",
@@ -209,7 +215,7 @@ def _kubernetes(k: Kubernetes, config: str, project: str,
              for name, namespace, deployment in CONTROLLERS]
     return [
         *steps,
-        render_step(k, config, project, sax_bucket),
+        render_step(k, config, project, sax_bucket, locust_image=locust_image),
         Step("webhooks", "wait until Kueue's and JobSet's webhooks admit the overlay "
              "(a server-side dry run, repeated)",
              ("kubectl", "apply", "--server-side", "--dry-run=server", "-k", k.overlay),
@@ -224,7 +230,7 @@ def _kubernetes(k: Kubernetes, config: str, project: str,
              note="Only webhook and CRD errors hold it; others (a namespace a dry run "
                   "cannot create) are the apply's to report."),
         Step("overlay", "apply the overlay: team namespaces, queues, RBAC, the serving "
-             "namespace and Sax cell",
+             "namespace and Sax cell, the load generator's master and workers",
              ("kubectl", "apply", "--server-side", "-k", k.overlay), env=env,
              timeout_seconds=600),
     ]
@@ -271,7 +277,9 @@ def up_plan(site: Site) -> Plan:
         Step("controllers", "the Kueue and JobSet controllers (pinned releases)",
              ("kubectl", "apply", "--server-side", "-k", CONTROLLERS_DIR), env=kube_env(k),
              timeout_seconds=600),
-        *_kubernetes(k, site.config, site.project, Output("buckets", ("sax",))),
+        # The load generator's image: the loadgen service's, built by the image steps.
+        *_kubernetes(k, site.config, site.project, Output("buckets", ("sax",)),
+                     Output("images", ("loadgen",))),
         *_eventarc(site),
         Step("doctor", "check the deployment from outside",
              ("accelops", "doctor", "--config", site.config, "--project", site.project),
@@ -283,7 +291,9 @@ def up_plan(site: Site) -> Plan:
 def sandbox_plan(state_dir: str, config: str, project: str, k: Kubernetes) -> Plan:
     """The Kubernetes half of ``up`` on the local sandbox, whose own simulated
     controllers stand where ``manifests/controllers`` would be applied."""
-    steps = [*_kubernetes(k, config, project, None),
+    # The sandbox's kubelet runs the load generator's pods as pretend servers: the
+    # image is only a name there (sandbox/cluster/runtime.py).
+    steps = [*_kubernetes(k, config, project, None, SANDBOX_LOCUST_IMAGE),
              Step("doctor", "check the sandbox from outside",
                   ("accelops", "doctor", "--state-dir", state_dir), timeout_seconds=600)]
     return Plan("up", tuple(steps), None, f"the sandbox in {state_dir}")

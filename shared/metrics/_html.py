@@ -51,6 +51,8 @@ tr.total td,tr.total th{font-weight:600}
 color:#953800;font-size:12px;white-space:nowrap}
 .warning{border:1px solid #d4a72c;background:#fff8c5;border-radius:6px;padding:8px 12px;
 margin:0 0 10px;overflow-wrap:anywhere}
+.note{border:1px solid #54aeff;background:#ddf4ff;border-radius:6px;padding:8px 12px;
+margin:0 0 10px;overflow-wrap:anywhere}
 form.baseline{margin:0 0 14px;display:flex;flex-wrap:wrap;gap:8px;align-items:center}
 select{max-width:100%;min-width:0;font:inherit}
 button{font:inherit}

@@ -4,7 +4,7 @@ The field names keep the metrics schema of the Saxml-on-GKE load-test reference
 (test_id, request_type, request_name, response_length, response_time in ms, start_time,
 exception, model_name, model_method, tokenizer, num_input_tokens, num_output_tokens,
 model_response_time) so its dashboards and queries keep working; accelops adds, on
-every record, the server, accelerator and user count, and for streamed requests
+every record, the server, accelerator, user count and worker, and for streamed requests
 ``time_to_first_token``, ``time_per_output_token`` and ``inter_token_latencies``
 (defined in :mod:`services.loadgen.token_timing`, as vLLM's serving benchmark and
 inference-perf define them). Records of older load generators lack the last two: they
@@ -95,6 +95,9 @@ class MetricRecord(BaseModel):
     # Streaming requests: ms between successive token events, the first
     # MAX_INTER_TOKEN_LATENCIES of them (a BigQuery REPEATED column: never null).
     inter_token_latencies: list[Millis] = Field(default_factory=list)
+    # The Locust process that made the request (a worker's client id) when a test runs
+    # on several: the users chart adds up each worker's count.
+    worker: Short | None = None
 
     @field_validator("start_time", mode="before")
     @classmethod

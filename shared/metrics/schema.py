@@ -88,7 +88,7 @@ REQUEST_FIELDS: tuple[Field, ...] = (
           "milliseconds to the first streamed token; streamed requests only"),
     Field("server", "STRING", "NULLABLE", "triton, saxml, ..."),
     Field("accelerator", "STRING", "NULLABLE", "e.g. v5litepod-8, or cpu"),
-    Field("users", "INT64", "NULLABLE", "concurrent load-generator users"),
+    Field("users", "INT64", "NULLABLE", "concurrent users of the Locust process that sent it"),
     # Added later: columns are only ever appended (bigquery.ensure_table), and rows of
     # older load generators read as null / no gaps.
     Field("time_per_output_token", "FLOAT64", "NULLABLE",
@@ -97,6 +97,8 @@ REQUEST_FIELDS: tuple[Field, ...] = (
     Field("inter_token_latencies", "FLOAT64", "REPEATED",
           "milliseconds between successive token events of a streamed request, the "
           "first 2,048"),
+    Field("worker", "STRING", "NULLABLE",
+          "the Locust worker that sent it (client id); null from a single process"),
 )
 
 REJECTION_FIELDS: tuple[Field, ...] = (

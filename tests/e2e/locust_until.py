@@ -20,8 +20,8 @@ load generator's flush to Pub/Sub), so on a busy machine the master's count fell
 of the records published (153 records, 86 counted). So a master stops the test first
 and quits only once every worker has reported after it stopped (a report that arrives
 after the worker's ``client_stopped``, which removes it from the master's list until
-its ``client_ready``; its state is then ``init``). On a worker the plugin does nothing
-(workers stop when their master says so).
+its ``client_ready``; its state is then ``init``, and the quit message reaches it). On a
+worker the plugin does nothing (workers stop when their master says so).
 """
 
 from __future__ import annotations
@@ -81,7 +81,10 @@ def _watch(environment: Environment, runner: Any = None, **_: Any) -> None:
 
     def on_report(client_id: str, **_: Any) -> None:
         node = runner.clients.get(client_id)
-        if client_id in stopping and (node is None or node.state == STATE_INIT):
+        # Ready again (client_ready re-adds it in state init): a report the master
+        # kept, and a worker the quit message will reach. A report while the master has
+        # no node for it is discarded.
+        if client_id in stopping and node is not None and node.state == STATE_INIT:
             reported.add(client_id)
 
     def watch() -> None:

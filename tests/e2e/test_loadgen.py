@@ -22,6 +22,8 @@ import statistics
 import subprocess
 import sys
 import threading
+import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -30,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import requests
 
 from sandbox.common.httpserver import free_port
 from sandbox.pubsub import PubSubServer
@@ -453,31 +456,39 @@ def git_revision() -> str:
                           capture_output=True, text=True, check=True).stdout.strip()
 
 
-def test_every_worker_records_the_run_with_the_masters_users_spawn_rate_and_run_time(
-        tmp_path: Path, metrics_topic: str, subscriber: Any, triton: FakeServer) -> None:
+def run_distributed(tmp_path: Path, url: str, test_id: str, *options: str,
+                    seconds: int = BOUND, workers: int = 2,
+                    ) -> tuple[Run, list[str]]:
+    """A headless master with ``workers`` workers (all on 127.0.0.1) to the end: the
+    master's run, and each worker's log."""
     port = free_port()
     common = ["--model", "toy-lm", "--accelerator", "cpu", "--metrics-project", fx.PROJECT,
               "--metrics-batch-size", "100000", "--metrics-flush-interval", "60"]
     # No revision variable: each worker asks git for the checkout's commit.
     env = locust_env(revision=None)
-    workers = [subprocess.Popen(
+    processes = [subprocess.Popen(
         [sys.executable, "-m", "locust", "-f", f"{LOCUSTFILE},{UNTIL}", "--worker",
          "--master-host", "127.0.0.1", "--master-port", str(port), *common],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        for _ in range(2)]
+        for _ in range(workers)]
     try:
         master = subprocess.run(
-            [*locust_command(tmp_path, triton.url, *common, "--test-id", "dist-1",
-                             *until(requests=10), users=4),
-             "--master", "--expect-workers", "2", "--master-bind-host", "127.0.0.1",
+            [*locust_command(tmp_path, url, *common, "--test-id", test_id, *options,
+                             users=4, seconds=seconds),
+             "--master", "--expect-workers", str(workers), "--master-bind-host", "127.0.0.1",
              "--master-bind-port", str(port)],
             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=BOUND + 120,
             check=False)
-        outputs = [w.communicate(timeout=BOUND)[0] for w in workers]
+        outputs = [w.communicate(timeout=BOUND)[0] for w in processes]
     finally:
-        for worker in workers:
+        for worker in processes:
             worker.kill()
-    run = finished(tmp_path, master.returncode, master.stdout + master.stderr)
+    return finished(tmp_path, master.returncode, master.stdout + master.stderr), outputs
+
+
+def test_every_worker_records_the_run_with_the_masters_users_spawn_rate_and_run_time(
+        tmp_path: Path, metrics_topic: str, subscriber: Any, triton: FakeServer) -> None:
+    run, outputs = run_distributed(tmp_path, triton.url, "dist-1", *until(requests=10))
 
     assert run.returncode == 0, run.output + "".join(outputs)
     messages = pull_all(subscriber)
@@ -488,6 +499,90 @@ def test_every_worker_records_the_run_with_the_masters_users_spawn_rate_and_run_
     assert {(r.users, r.spawn_rate, r.run_time_s) for r in runs} == {(4, 4.0, float(BOUND))}
     assert {(r.model_name, r.host, r.loadgen_revision) for r in runs} == {
         ("toy-lm", triton.url, git_revision())}
+    # Each worker stamps its own identity: the client id it logs with the test id.
+    logged = {found.group(1) for output in outputs
+              if (found := re.search(r"loadgen: test id dist-1 on worker (\S+)", output))}
+    assert len(logged) == 2
+    assert {r.worker for r in records} == logged
+
+
+def test_a_masters_run_time_ends_the_test_with_every_workers_requests_in_its_count(
+        tmp_path: Path, metrics_topic: str, subscriber: Any, triton: FakeServer) -> None:
+    # No --until-*: the run time alone ends the test, as in production. Locust's own
+    # timer would quit the workers and leave their last reports out of the totals.
+    run, outputs = run_distributed(tmp_path, triton.url, "dist-t", seconds=4)
+
+    assert run.returncode == 0, run.output + "".join(outputs)
+    assert "run time of 4s reached" in run.output
+    records = check_records(pull_all(subscriber), "dist-t")
+    assert len(records) == run.requests > 0
+    per_worker = Counter(r.worker for r in records)
+    assert len(per_worker) == 2
+
+
+def web_stats(base: str) -> dict[str, Any]:
+    return requests.get(f"{base}/stats/requests", timeout=10).json()
+
+
+def test_a_test_started_through_a_waiting_masters_web_api_runs_on_all_its_workers(
+        tmp_path: Path, metrics_topic: str, subscriber: Any, triton: FakeServer) -> None:
+    # As the GKE Deployments run it: a master waiting for tests (no --headless, no
+    # model), workers that learn everything from it; the test comes with POST /swarm.
+    port, web = free_port(), free_port()
+    env = {**locust_env(), "GOOGLE_CLOUD_PROJECT": fx.PROJECT, "LOADGEN_SERVER": "triton"}
+    env.pop("LOADGEN_MODEL", None)
+    image = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
+    processes = [subprocess.Popen(
+        [*image, "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port",
+         str(port), "--web-host", "127.0.0.1", "--web-port", str(web)],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)]
+    processes += [subprocess.Popen(
+        [*image, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        for _ in range(2)]
+    base = f"http://127.0.0.1:{web}"
+    try:
+        assert wait_until(lambda: len(web_stats(base).get("workers", [])) == 2, BOUND)
+        # Without a model the master refuses the test: no records, a line saying why.
+        refused = requests.post(f"{base}/swarm", data={
+            "user_count": 2, "spawn_rate": 2, "host": triton.url, "test_id": "swarm-0"},
+            timeout=10).json()
+        assert refused["success"] is False
+        assert refused["message"].startswith("loadgen: --model: name the model of the test")
+        assert web_stats(base)["state"] == "ready"
+        started = requests.post(f"{base}/swarm", data={
+            "user_count": 4, "spawn_rate": 4, "run_time": "3s", "host": triton.url,
+            "model": "toy-lm", "test_id": "swarm-1"}, timeout=10)
+        assert started.json()["success"] is True
+        assert wait_until(lambda: web_stats(base)["state"] == "stopped", BOUND)
+        time.sleep(3)  # the stats endpoint caches its answer for a moment
+        counted = web_stats(base)["stats"][-1]["num_requests"]
+    finally:
+        for process in processes:
+            process.terminate()
+        outputs = [process.communicate(timeout=BOUND)[0] for process in processes]
+
+    assert "loadgen: --model: name the model of the test" in outputs[0]
+    messages = pull_all(subscriber)
+    records = check_records(messages, "swarm-1")
+    assert len(records) == counted > 0
+    assert len({r.worker for r in records}) == 2
+    assert {r.model_name for r in records} == {"toy-lm"}
+    runs = check_runs(messages, "swarm-1")
+    assert {(r.phase, r.users, r.spawn_rate, r.run_time_s) for r in runs} == {
+        ("start", 4, 4.0, 3.0), ("stop", 4, 4.0, 3.0)}
+
+
+def wait_until(condition: Callable[[], bool], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return True
+        except requests.RequestException:
+            pass  # the web UI is not up yet
+        time.sleep(0.2)
+    return False
 
 
 def test_streamed_requests_record_their_token_timings_and_the_run_its_slos(

@@ -7,7 +7,9 @@ bqemulator, Triton); the test talks to them with the real clients.
 from __future__ import annotations
 
 import json
+import statistics
 import time
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ from sandbox.demos.loadtest import (
     LoadTest,
     new_test_id,
     run,
+    run_test,
     wait_for_rows,
     write_html,
 )
@@ -135,6 +138,64 @@ def test_a_streamed_load_test_with_slos_reports_ttft_tpot_and_goodput_of_its_row
     assert summary.goodput == pytest.approx(expected / len(rows))
     assert summary.goodput_qps == pytest.approx(expected / summary.duration_s)
     assert {"ttft", "tpot"} <= {p.stem for p in report.parent.glob("*.png")}
+def raw_request_rows(test_id: str) -> list[dict[str, Any]]:
+    """The test's rows as ingested, read from the table (not the views), each row key
+    once: what every worker published."""
+    rows = bigquery.query(PROJECT, "SELECT row_key, response_time, exception, start_time, "
+                          f"users, worker FROM `{PROJECT}.loadtest.requests` "
+                          "WHERE test_id = @t", {"t": test_id})
+    return list({row["row_key"]: row for row in rows}.values())
+
+
+def exact_percentile(values: list[float], fraction: float) -> float:
+    # Linear interpolation between closest ranks: BigQuery's PERCENTILE_CONT.
+    return statistics.quantiles(values, n=100, method="inclusive")[round(fraction * 100) - 1]
+
+
+def test_a_two_worker_run_has_every_request_once_and_the_percentiles_of_all_raw_rows(
+    sandbox: Sandbox, tmp_path: Path
+):
+    # At least 3 s after the first request, so whole seconds have every user running.
+    test = LoadTest(test_id=new_test_id(), host=sandbox.triton_url, users=4,
+                    duration_s=RUN_BOUND, workers=2, plugins=(UNTIL,),
+                    plugin_options=tuple(until(requests=60, seconds=3)))
+    source = BigQueryMetrics.from_env()
+
+    done = run_test(test, sandbox.env(), source, progress=lambda line: None)
+    report = write_html(source, test.test_id, tmp_path, notes=done.notes).read_text()
+
+    rows = raw_request_rows(test.test_id)
+    summary = done.summary
+    # Locust's merged count, each worker's published count and the rows all agree.
+    assert summary.requests == done.locust.requests == sum(done.locust.published) == len(rows)
+    workers = {row["worker"] for row in rows}
+    assert len(workers) == 2
+    assert None not in workers
+    assert len(done.locust.published) == 2
+    assert all(n > 0 for n in done.locust.published)
+    ok = [row["response_time"] for row in rows if row["exception"] is None]
+    for name, fraction in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+        assert getattr(summary, f"{name}_ms") == pytest.approx(
+            exact_percentile(ok, fraction), rel=1e-9), name
+    # Users: the run record's and the chart's are the test's total, not one worker's.
+    assert summary.users == 4
+    peaks: dict[int, dict[str, int]] = defaultdict(dict)
+    for row in rows:
+        second = peaks[int(row["start_time"].timestamp())]
+        second[row["worker"]] = max(second.get(row["worker"], 0), row["users"])
+    series = source.series([test.test_id], per="second")[test.test_id]
+    assert [p.users for p in series] == [
+        sum(peaks[int(p.bucket.timestamp())].values()) for p in series]
+    assert max(p.users or 0 for p in series) == 4
+    # Where Locust's own aggregate differs from BigQuery's by more than 5 %, the report
+    # names both numbers; where it does not, it says nothing.
+    assert done.locust.aggregate is not None
+    for name, fraction in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+        theirs = done.locust.aggregate.percentiles[name]
+        ours = exact_percentile(ok, fraction)
+        assert theirs is not None
+        line = f"Locust&#x27;s aggregate {name} is {theirs:g} ms, BigQuery&#x27;s {ours:.1f} ms"
+        assert (line in report) == (abs(theirs - ours) > 0.05 * ours), name
 
 
 def test_a_load_test_against_the_saxml_proxy_records_its_tokens(sandbox: Sandbox):

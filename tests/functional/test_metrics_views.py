@@ -301,6 +301,34 @@ def test_the_first_and_last_seconds_are_marked_partial_and_no_other(
     assert [p.partial for p in series] == [True, False, False, False, False, True]
 
 
+def test_the_users_of_a_second_are_the_sum_of_each_workers_peak_and_redelivery_adds_none(
+        ingest_client, metrics_store):
+    # Three workers ramping up: worker w-i has i+1..i+3 users over the seconds, and
+    # one process without a worker id (a single-process run) would count once too.
+    records = []
+    for w in range(3):
+        worker = make_records("run-w", 300, uniform, seed=20 + w)
+        for i, r in enumerate(worker):
+            r.update(worker=f"host_{w:032x}", users=w + 1 + i // 100)
+        records += worker
+    ingest(ingest_client, records, "w")
+    # Pub/Sub delivers the first worker's messages again: same message ids, same keys.
+    ingest(ingest_client, records[:300], "w")
+    peaks: dict[int, dict[str, int]] = defaultdict(dict)
+    for r in records:
+        second = peaks[int(r["start_time"])]
+        second[r["worker"]] = max(second.get(r["worker"], 0), r["users"])
+
+    series = BigQueryMetrics.from_env().series(["run-w"], per="second")["run-w"]
+
+    assert [int(p.bucket.timestamp()) for p in series] == sorted(peaks)
+    for point in series:
+        assert point.users == sum(peaks[int(point.bucket.timestamp())].values())
+        assert point.requests == sum(int(r["start_time"]) == int(point.bucket.timestamp())
+                                     for r in records)
+    assert max(p.users or 0 for p in series) == 1 + 2 + 3 + 3 * 2
+
+
 def test_the_failures_view_counts_each_distinct_message(ingest_client, metrics_store):
     records = make_records("run-f", 100, uniform, seed=6, fail_every=10)
     records[0]["exception"] = "ConnectionError: refused"

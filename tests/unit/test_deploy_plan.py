@@ -173,6 +173,13 @@ def test_the_controllers_are_available_and_their_webhooks_answer_before_the_over
             < order.index("jobset-ready") < order.index("webhooks") < order.index("overlay"))
     assert order.index("overlay-render") < order.index("webhooks")
     assert order[-1] == "doctor"
+    # The load generator's master and workers run the image its step built.
+    assert order.index("image-loadgen") < order.index("overlay-render")
+    render = step(up_plan(SITE), "overlay-render").argv
+    assert render[render.index("--locust-image") + 1] == Output("images", ("loadgen",))
+    # down renders what up applied, the load generator included, to delete it.
+    render = step(down_plan(SITE, NAMESPACES), "overlay-render").argv
+    assert render[render.index("--locust-image") + 1] == Output("images", ("loadgen",))
     plan = up_plan(SITE)
     for name, namespace, deployment in CONTROLLERS:
         assert step(plan, f"{name}-ready").argv == (
@@ -240,7 +247,7 @@ def test_the_sandbox_plan_is_the_kubernetes_half_checked_with_the_sandbox_doctor
     assert step(plan, "doctor").argv == ("accelops", "doctor", "--state-dir", "/tmp/sb")
     assert step(plan, "overlay-render").argv == (
         "accelops", "manifests", "render", "--config", "/tmp/sb/config.yaml", "--project",
-        "accelops-local", "--out", K8S.overlay)
+        "accelops-local", "--locust-image", "loadgen", "--out", K8S.overlay)
 
 
 def test_down_removes_jobsets_and_their_pools_then_the_overlay_then_the_data_then_terraform():

@@ -168,4 +168,5 @@ def test_servers_identities_are_the_configs_default_accounts_in_the_serving_name
     assert serving.namespace == system.SERVING_NAMESPACE
     accounts = {i.name: i.kubernetes_service_account for i in system.WORKLOAD_IDENTITIES}
     assert accounts == {"triton": serving.triton_service_account,
-                        "saxml": serving.saxml_service_account}
+                        "saxml": serving.saxml_service_account,
+                        "locust": serving.locust_service_account}

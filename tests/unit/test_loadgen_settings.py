@@ -166,3 +166,11 @@ def test_an_slo_left_empty_in_the_web_uis_form_is_no_slo() -> None:
     options.slo_ttft_ms, options.slo_tpot_ms = "", "35"
 
     assert settings_from(options).slos == Slos(ttft_ms=None, tpot_ms=35.0)
+def test_a_process_that_learns_the_model_with_each_test_may_start_without_one() -> None:
+    # A worker, or a master waiting for POST /swarm: the model comes with the test.
+    options = parse(["--metrics-project", "p1"], {})
+
+    assert settings_from(options, model_required=False).model == ""
+    with pytest.raises(ConfigError) as refused:
+        settings_from(options)
+    assert refused.value.field == "--model"

@@ -15,10 +15,17 @@ import pytest
 import yaml
 
 from shared.cli import main as cli_main
-from shared.config import MAX_TEAM_NAME, ServingConfig, load_config, parse_config
+from shared.config import MAX_TEAM_NAME, ServingConfig, Topics, load_config, parse_config
 from shared.deployment import system
 from shared.deployment.access import Probe, allowed_by_definition, probes
 from shared.deployment.cli import repo_root, write_files
+from shared.deployment.locust import (
+    LOCUST_MASTER,
+    LOCUST_WORKER,
+    MASTER_PORT,
+    WEB_PORT,
+    LocustSite,
+)
 from shared.deployment.manifests import cluster_queue_name, identity, overlay_files
 from shared.deployment.serving import (
     ADMIN_PORT,
@@ -45,11 +52,14 @@ def kustomize(directory: Path) -> list[dict]:
     return [doc for doc in yaml.safe_load_all(done.stdout) if doc]
 
 
+LOCUST = LocustSite("example.com/loadgen:7", "triton", "toy-lm")
+
+
 @pytest.fixture(scope="module")
 def overlay(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("overlay")
-    write_files(out, overlay_files(load_config(str(SANDBOX_CONFIG)), "acme-ml", out, REPO),
-                check=False)
+    write_files(out, overlay_files(load_config(str(SANDBOX_CONFIG)), "acme-ml", out, REPO,
+                                   locust=LOCUST), check=False)
     return out
 
 
@@ -212,7 +222,7 @@ def test_the_model_servers_accounts_act_as_the_google_accounts_terraform_creates
             f"{spec.service_account}@acme-ml.iam.gserviceaccount.com"
     # The sandbox's config names a Saxml team: its namespace gets the account too.
     assert set(accounts) == {("serving", "triton"), ("serving", "saxml"),
-                             ("inference", "saxml")}
+                             ("inference", "saxml"), ("serving", "locust")}
 
 
 def test_the_sax_cell_keeps_its_state_in_the_sax_bucket_and_its_proxy_is_internal(tmp_path):
@@ -239,6 +249,63 @@ def test_the_sax_cell_keeps_its_state_in_the_sax_bucket_and_its_proxy_is_interna
         "networking.gke.io/load-balancer-type": "Internal"}
     assert service["spec"]["ports"][0]["port"] == PROXY_PORT
     assert found["Service"][("serving", SAXML_ADMIN)]["spec"].get("type") is None
+
+
+# --- the load generator on GKE ------------------------------------------------------
+
+def test_the_locust_master_and_workers_run_the_loadgen_image_beside_the_model_servers(overlay):
+    found = _by_kind(kustomize(overlay))
+    config = load_config(str(SANDBOX_CONFIG))
+    master = found["Deployment"][("serving", LOCUST_MASTER)]["spec"]
+    worker = found["Deployment"][("serving", LOCUST_WORKER)]["spec"]
+    assert master["replicas"] == 1
+    assert master["strategy"]["type"] == "Recreate", "never two masters splitting workers"
+    assert worker["replicas"] == config.serving.locust_workers
+    pods = {name: spec["template"]["spec"] for name, spec in
+            (("master", master), ("worker", worker))}
+    for pod in pods.values():
+        assert pod["serviceAccountName"] == config.serving.locust_service_account
+        assert pod["automountServiceAccountToken"] is False
+        [container] = pod["containers"]
+        assert container["image"] == LOCUST.image
+        env = {e["name"]: e["value"] for e in container["env"]}
+        assert env == {"GOOGLE_CLOUD_PROJECT": "acme-ml", "LOADGEN_SERVER": "triton",
+                       "LOADGEN_MODEL": "toy-lm"}
+        assert container["securityContext"]["runAsNonRoot"] is True
+        assert container["securityContext"]["allowPrivilegeEscalation"] is False
+    [master_container] = pods["master"]["containers"]
+    [worker_container] = pods["worker"]["containers"]
+    assert master_container["args"][0] == "--master"
+    assert "--headless" not in master_container["args"], "tests start from POST /swarm"
+    assert worker_container["args"] == ["--worker", "--master-host", LOCUST_MASTER,
+                                        "--master-port", str(MASTER_PORT)]
+    # The workers find the master through its Service, which also serves the web UI
+    # inside the cluster only.
+    service = found["Service"][("serving", LOCUST_MASTER)]["spec"]
+    assert service["type"] == "ClusterIP"
+    assert {(p["port"], p["targetPort"]) for p in service["ports"]} == {
+        (MASTER_PORT, MASTER_PORT), (WEB_PORT, WEB_PORT)}
+    master_labels = master["template"]["metadata"]["labels"]
+    assert all(master_labels[k] == v for k, v in service["selector"].items())
+    worker_labels = worker["template"]["metadata"]["labels"]
+    assert not all(worker_labels.get(k) == v for k, v in service["selector"].items())
+
+
+def test_the_load_generator_may_only_publish_its_records_and_not_touch_the_cluster(overlay):
+    objects = kustomize(overlay)
+    account = load_config(str(SANDBOX_CONFIG)).serving.locust_service_account
+    bound = [o["metadata"]["name"] for o in objects if o["kind"].endswith("RoleBinding")
+             and any(s.get("name") == account for s in o.get("subjects") or [])]
+    assert bound == []
+    [spec] = [i for i in system.WORKLOAD_IDENTITIES if i.kubernetes_service_account == account]
+    assert [(g.role, g.scope, g.target) for g in spec.grants] == [
+        ("roles/pubsub.publisher", "topic", Topics().loadtest_metrics)]
+
+
+def test_without_the_load_generators_image_the_overlay_has_no_locust(tmp_path):
+    found = _by_kind(_render(tmp_path, load_config(str(SANDBOX_CONFIG))))
+    assert ("serving", LOCUST_MASTER) not in found["Deployment"]
+    assert ("serving", LOCUST_WORKER) not in found["Deployment"]
 
 
 def test_the_saxml_team_gets_the_saxml_account_and_the_functions_rolebindings(tmp_path):

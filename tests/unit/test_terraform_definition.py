@@ -510,14 +510,22 @@ def test_workload_identity_binds_each_servers_kubernetes_account_to_its_google_a
     assert local_block["workload_pool"] == gke_locals["workload_pool"]
     account = found["google_service_account.identity"]
     assert account["account_id"] == "${each.value.service_account_id}"
-    assert set(identities()) == {"triton", "saxml"}
-    for spec in identities().values():
+    assert set(identities()) == {"triton", "saxml", "locust"}
+    servers = {name: spec for name, spec in identities().items() if name != "locust"}
+    for spec in servers.values():
         assert {g["role"] for g in spec["grants"]} <= {"roles/storage.objectViewer",
                                                        "roles/storage.objectAdmin"}
         # Servers never write releases: only the Sax cell's own bucket.
         for grant in spec["grants"]:
             if grant["role"] != "roles/storage.objectViewer":
                 assert grant["scope"] == "sax_bucket", grant
+    # The load generator publishes its records and does nothing else; its topic grant
+    # needs the topic ids, which the example passes the module for the grants module.
+    assert [(g["role"], g["scope"], g["target"]) for g in identities()["locust"]["grants"]] \
+        == [("roles/pubsub.publisher", "topic", "loadtest-metrics")]
+    grants_call = load_dir(MODULES / "workload_identity")["module"][0]["grants"]
+    assert grants_call["topic_ids"] == "${var.topic_ids}"
+    assert example_module("workload_identity")["topic_ids"] == "${module.pubsub.topic_ids}"
 
 
 def test_every_bucket_is_private_versioned_and_the_sax_bucket_is_where_render_looks() -> None:

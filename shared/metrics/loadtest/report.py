@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from shared.errors import NotFoundError
@@ -146,8 +147,9 @@ def render_error_html(status: int, title: str, reason: str,
 
 
 def write_report(source: MetricsSource, test_id: str, out_dir: Path,
-                 compare: str | None = None) -> Path:
+                 compare: str | None = None, notes: Sequence[str] = ()) -> Path:
     """Write ``index.html`` and one PNG per chart into ``out_dir``; return the index path.
+    ``notes``: lines shown under the title (see ``Report.notes``).
 
     The page refers to the charts by relative file name, so the directory can be
     moved, zipped or opened offline. The HTML is written last: a directory without
@@ -158,7 +160,8 @@ def write_report(source: MetricsSource, test_id: str, out_dir: Path,
         TransientError: the source is unreachable.
         OSError: the directory or a file cannot be written.
     """
-    return save_report(build_report(source, test_id, compare), out_dir)
+    return save_report(replace(build_report(source, test_id, compare), notes=tuple(notes)),
+                       out_dir)
 
 
 def save_report(report: Report, out_dir: Path) -> Path:

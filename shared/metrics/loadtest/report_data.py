@@ -45,6 +45,9 @@ class Report:
     data: TestData
     per: Resolution
     baseline: TestData | None = None
+    # Lines the page shows under the title, each naming two figures that disagree
+    # (Locust's own aggregate against BigQuery's: ``locust_stats.aggregate_notes``).
+    notes: tuple[str, ...] = ()
 
     @property
     def test(self) -> TestSummary:

@@ -69,6 +69,10 @@ def _warnings(report: Report) -> str:
                    for w in found)
 
 
+def _notes(report: Report) -> str:
+    return "".join(f'<p class="note"><strong>Note:</strong> {_e(n)}</p>' for n in report.notes)
+
+
 def _option(choice: BaselineChoice, chosen: str | None, default: str | None) -> str:
     text = (f"{choice.test_id} — {choice.model_name or DASH}, {choice.server or DASH}, "
             f"{minute(choice.started)}")
@@ -161,7 +165,7 @@ def report_page(report: Report, chart_srcs: Mapping[str, str], *,
     elif other is not None:
         meta += f" Compared with <code>{_e(other.test_id)}</code>."
     body = [back_link(index_href), f"<h1>{heading}</h1>", f"<p class=meta>{meta}</p>",
-            _warnings(report)]
+            _warnings(report), _notes(report)]
     if form_action is not None:
         body.append(_baseline_form(report, baselines, form_action))
     body += ["<h2>Run</h2>", run_table(test, other),

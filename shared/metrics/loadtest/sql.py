@@ -221,7 +221,8 @@ FROM timed"""
 def test_timeseries(unit: str, seconds: float) -> Callable[[Names], str]:
     # The first and last buckets are partial: the test started or stopped inside
     # them, so their counts are not per-{unit} rates. They are kept and marked
-    # (``partial``); charts leave them out.
+    # (``partial``); charts leave them out. Users are the test's: the sum of each
+    # worker's peak in the bucket (distributed runs have one count per worker).
     def sql(n: Names) -> str:
         return f"""WITH measured AS (
   {_judged(n)}
@@ -235,7 +236,14 @@ def test_timeseries(unit: str, seconds: float) -> Callable[[Names], str]:
 ), with_percentiles AS (
   SELECT *, {_percentiles("PARTITION BY test_id, bucket", _LATENCY + _TTFT + _TPOT)}
   FROM bucketed
-)
+), users_per_bucket AS (
+  -- Each worker's peak in the bucket, added up: a record carries its own
+  -- process's user count; NULL workers (one process) make one group.
+  SELECT test_id, bucket, SUM(peak) AS users
+  FROM (SELECT test_id, bucket, worker, MAX(users) AS peak
+        FROM bucketed GROUP BY test_id, bucket, worker)
+  GROUP BY test_id, bucket
+), per_bucket AS (
 SELECT
   test_id,
   bucket,
@@ -248,10 +256,12 @@ SELECT
   {_GOOD} / {seconds} AS goodput_qps,
     {_picked(_LATENCY + _TTFT + _TPOT)},
   MAX(ok_ms) AS max_ms,
-  MAX(users) AS users,
   IFNULL(SUM(num_output_tokens), 0) / {seconds} AS tokens_per_s
 FROM with_percentiles
-GROUP BY test_id, bucket"""
+GROUP BY test_id, bucket
+)
+SELECT per_bucket.*, users_per_bucket.users
+FROM per_bucket JOIN users_per_bucket USING (test_id, bucket)"""
     return sql
 
 

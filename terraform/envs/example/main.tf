@@ -279,7 +279,7 @@ module "storage_events" {
   depends_on = [module.project_services]
 }
 
-# The identities Triton and Saxml run as (Workload Identity).
+# The identities Triton, Saxml and the load generator on GKE run as (Workload Identity).
 module "workload_identity" {
   source = "../../modules/workload_identity"
 
@@ -289,6 +289,7 @@ module "workload_identity" {
     serving_namespace = local.system.serving.namespace
     saxml_namespace   = var.saxml_team_namespace
   }
+  topic_ids       = module.pubsub.topic_ids
   config_bucket   = module.buckets.config_bucket
   models_bucket   = module.buckets.models_bucket
   releases_bucket = var.releases_bucket

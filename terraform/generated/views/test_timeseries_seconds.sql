@@ -43,7 +43,14 @@ WITH measured AS (
     PERCENTILE_CONT(tpot_ms, 0.9) OVER (PARTITION BY test_id, bucket) AS tpot_p90_ms,
     PERCENTILE_CONT(tpot_ms, 0.99) OVER (PARTITION BY test_id, bucket) AS tpot_p99_ms
   FROM bucketed
-)
+), users_per_bucket AS (
+  -- Each worker's peak in the bucket, added up: a record carries its own
+  -- process's user count; NULL workers (one process) make one group.
+  SELECT test_id, bucket, SUM(peak) AS users
+  FROM (SELECT test_id, bucket, worker, MAX(users) AS peak
+        FROM bucketed GROUP BY test_id, bucket, worker)
+  GROUP BY test_id, bucket
+), per_bucket AS (
 SELECT
   test_id,
   bucket,
@@ -64,7 +71,9 @@ SELECT
     ANY_VALUE(tpot_p90_ms) AS tpot_p90_ms,
     ANY_VALUE(tpot_p99_ms) AS tpot_p99_ms,
   MAX(ok_ms) AS max_ms,
-  MAX(users) AS users,
   IFNULL(SUM(num_output_tokens), 0) / 1.0 AS tokens_per_s
 FROM with_percentiles
 GROUP BY test_id, bucket
+)
+SELECT per_bucket.*, users_per_bucket.users
+FROM per_bucket JOIN users_per_bucket USING (test_id, bucket)

@@ -1,7 +1,8 @@
 /**
- * The identities the model servers run as (system.json `serving.workload_identities`):
- * a Google service account each, with only the definition's grants (read the
- * releases; the Saxml one also keeps the Sax cell's state), which the Kubernetes
+ * The identities the model servers and the load generator on GKE run as (system.json
+ * `serving.workload_identities`): a Google service account each, with only the
+ * definition's grants (read the releases; the Saxml one also keeps the Sax cell's
+ * state; the load generator's publishes to the metrics topic), which the Kubernetes
  * service account of the same identity may impersonate (roles/iam.workloadIdentityUser
  * for `<project>.svc.id.goog[<namespace>/<ksa>]`). `accelops manifests render`
  * creates those Kubernetes service accounts, annotated with the emails below.
@@ -54,6 +55,7 @@ module "grants" {
       grants = identity.grants
     }
   }
+  topic_ids       = var.topic_ids
   config_bucket   = var.config_bucket
   models_bucket   = var.models_bucket
   releases_bucket = var.releases_bucket

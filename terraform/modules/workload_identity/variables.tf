@@ -29,6 +29,12 @@ variable "namespaces" {
   }
 }
 
+variable "topic_ids" {
+  type        = map(string)
+  description = "Topic id (projects/<project>/topics/<name>) by topic name, for grants of scope \"topic\" (the load generator publishes its records)."
+  default     = {}
+}
+
 variable "config_bucket" {
   type        = string
   description = "Name of the team config bucket, for grants of scope \"config_bucket\"."
