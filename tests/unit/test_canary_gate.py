@@ -95,4 +95,5 @@ def test_the_state_keeps_every_decision_that_moved_it_and_only_the_last_hold():
     for at, action in enumerate(["hold", "hold", "advance", "hold", "roll back"]):
         state.note(GateRecord(at=at, step=0, weight=5, action=action, reason=action))
     assert [r.action for r in state.decisions] == ["advance", "roll back"]
-    assert state.last is not None and state.last.at == 4
+    assert state.last is not None
+    assert state.last.at == 4
