@@ -97,9 +97,6 @@ def _settle(version: str, uploaded: float, say: Any = print) -> VersionTimeline:
         rollouts = [r for r in _ledger().rollouts if r.version == version]
         last = rollouts[-1] if rollouts else None
         if last is not None:
-            if last.state != state:
-                state = last.state
-                say(f"   {time.time() - uploaded:5.1f} s  {version} {state}")
             for record in last.canary.decisions if last.canary is not None else []:
                 if (record.at, record.action) not in said:
                     said.add((record.at, record.action))
@@ -107,6 +104,9 @@ def _settle(version: str, uploaded: float, say: Any = print) -> VersionTimeline:
                                f"{record.current.words() if record.current else '-'}")
                     say(f"   {record.at - uploaded:5.1f} s  {record.action}: {record.reason}"
                         f"\n            ({figures})")
+            if last.state != state:
+                state = last.state
+                say(f"   {time.time() - uploaded:5.1f} s  {version} {state}")
             if not last.active:
                 return VersionTimeline(version, uploaded, last.state,
                                        last.finished or time.time(),

@@ -25,6 +25,11 @@ over ``window_seconds``, and covers successful requests only. Triton 24.08 keeps
 latency histogram (``nv_inference_first_response_histogram_ms`` came with r24.11, and
 only for decoupled models), so ``histogram_quantile`` has nothing to read there.
 
+**Compute p99** is the same for ``nv_inference_compute_infer_summary_us``: the time the
+model itself ran for a request, without the time the request queued first. A canary at
+5 % of the requests queues far less than the release serving the other 95 %, so its
+request p99 flatters it; its compute p99 does not depend on the load it was given.
+
 The builders and the parsing are pure; :func:`release_stats` only calls the query
 function it is given (``shared.prometheus.query_function()`` in production).
 """
@@ -40,6 +45,7 @@ from shared.serving.canary import ReleaseFigures
 from shared.serving.triton import TARGET_LABEL_RELEASE
 
 __all__ = [
+    "COMPUTE_SUMMARY",
     "FAILURE_COUNTER",
     "LATENCY_SUMMARY",
     "SUCCESS_COUNTER",
@@ -55,6 +61,8 @@ __all__ = [
 SUCCESS_COUNTER = "nv_inference_request_success"
 FAILURE_COUNTER = "nv_inference_request_failure"
 LATENCY_SUMMARY = "nv_inference_request_summary_us"
+# The time the model itself ran for a request, without the queue before it.
+COMPUTE_SUMMARY = "nv_inference_compute_infer_summary_us"
 QUANTILE = 0.99
 
 Query = Callable[[str], Sequence[Sample]]
@@ -89,10 +97,10 @@ def count_query(counter: str, selector: str, window_seconds: int) -> str:
     return f"sum(increase({counter}{selector}[{_window(window_seconds)}]))"
 
 
-def summary_p99_query(selector: str) -> str:
-    """The largest of the pods' own 0.99 quantiles, in milliseconds."""
+def summary_p99_query(selector: str, summary: str = LATENCY_SUMMARY) -> str:
+    """The largest of the pods' own 0.99 quantiles of ``summary``, in milliseconds."""
     inner = selector[:-1] + f',quantile="{QUANTILE}"}}'
-    return f"max({LATENCY_SUMMARY}{inner}) / 1000"
+    return f"max({summary}{inner}) / 1000"
 
 
 def scalar_value(samples: Sequence[Sample]) -> float | None:
@@ -124,8 +132,9 @@ def release_stats(query: Query, namespace: str, model: str, release: str,
     if requests <= 0:
         return ReleaseFigures(requests=0.0, failures=0.0, error_rate=None, p99_ms=None)
     p99 = scalar_value(query(summary_p99_query(selector)))
+    compute = scalar_value(query(summary_p99_query(selector, COMPUTE_SUMMARY)))
     return ReleaseFigures(requests=requests, failures=failures,
-                        error_rate=failures / requests, p99_ms=p99)
+                          error_rate=failures / requests, p99_ms=p99, compute_p99_ms=compute)
 
 
 def prometheus_metrics(model: str, namespace: str,

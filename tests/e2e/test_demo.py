@@ -54,20 +54,32 @@ def test_the_demo_runs_every_job_through_its_whole_lifecycle_and_stops_everythin
     assert len(spreads) == 3  # llama, mixtral, serve-large
     # The load tests ran, and every request Locust made reached the views.
     made = re.findall(r"locust made (\d+) requests", out)
-    assert len(made) == 3  # the jobs scenario's, then v1 steady and through the v2 switch
+    # The jobs scenario's, then v1 steady, through v2's canary and v3's rollback.
+    assert len(made) == 4
     for count in made:
         assert f"rows in BigQuery: {count}/{count}" in out
-    # Serving: v1 and v2 serve, the switch loses nothing, the broken v3 is rolled back.
-    assert re.search(r"failed requests through the switch: 0 of \d+", out)
+    # Serving: v2's canary steps through its weights and is promoted without a failed
+    # request; the slow v3 is rolled back on its p99 at 5%; the broken v4 never serves.
+    assert re.search(r"failed requests through the canary: 0 of \d+", out)
+    steps = re.findall(r"^\s+[\d.]+ s  (advance|promote|roll back): at (\d+)%|"
+                       r"^\s+[\d.]+ s  (advance|promote): within the SLO at (\d+)%", out,
+                       re.MULTILINE)
+    moved = [(a or c, int(b or d)) for a, b, c, d in steps]
+    assert moved == [("advance", 5), ("advance", 25), ("promote", 50), ("roll back", 5)], moved
+    assert re.search(r"roll back: at 5%: (compute )?p99 \d+ ms against \d+ ms", out)
     assert re.search(r"^   v1\s+ready\s", out, re.MULTILINE)
     assert re.search(r"^   v2\s+ready\s", out, re.MULTILINE)
     assert re.search(r"^   v3\s+rolled-back\s", out, re.MULTILINE)
+    assert re.search(r"^   v4\s+rolled-back\s", out, re.MULTILINE)
     assert "serving after it: version v2" in out
+    assert re.search(r"^   v2 \+ slow v3 at 5%\s+\d+\s+0\s", out, re.MULTILINE)
     assert re.search(r"latency\s+p50 [\d.]+ ms\s+p90 [\d.]+ ms\s+p99 [\d.]+ ms", out)
-    report = re.findall(r"report\s+(\S+/index.html)", out)[0]
-    assert report.startswith(str(tmp_path))
-    assert sorted(p.stem for p in Path(report).parent.glob("*.png")) == [
-        "errors", "latency", "throughput", "tokens", "users"]
+    reports = re.findall(r"report\s+(\S+/index.html)", out)
+    assert len(reports) >= 2
+    for report in reports:
+        assert report.startswith(str(tmp_path))
+    charts = sorted(p.stem for p in Path(reports[-1]).parent.glob("*.png"))
+    assert {"errors", "latency", "throughput", "users"} <= set(charts), charts
     assert_schedule_story(out)
     assert "sandbox stopped" in out
     assert_lifecycle_rows(out, state)

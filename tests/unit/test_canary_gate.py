@@ -97,3 +97,16 @@ def test_the_state_keeps_every_decision_that_moved_it_and_only_the_last_hold():
     assert [r.action for r in state.decisions] == ["advance", "roll back"]
     assert state.last is not None
     assert state.last.at == 4
+
+
+def test_a_slower_model_is_caught_on_compute_time_when_its_light_load_hides_it():
+    # At 5% the canary barely queues: its request p99 looks like the loaded release's,
+    # but the model itself runs three times longer.
+    serving = SERVING.model_copy(update={"p99_ms": 70.0, "compute_p99_ms": 33.0})
+    canary = ReleaseFigures(requests=100, failures=0, error_rate=0.0, p99_ms=98.0,
+                            compute_p99_ms=97.0)
+    gate = judge(0, 10, canary, current=serving)
+    assert gate.action == "roll back"
+    assert "compute p99 97 ms against 33 ms (at most 1.5x + 10 ms = 60 ms)" in gate.reason
+    same_speed = canary.model_copy(update={"compute_p99_ms": 40.0})
+    assert judge(0, 60, same_speed, current=serving).action == "advance"

@@ -105,9 +105,11 @@ class Answers:
 
 def test_error_rate_is_failures_over_successes_plus_failures():
     prom = Answers({"request_success": _vector("90"), "request_failure": _vector("10"),
-                    "summary_us": _vector("42.5")})
+                    "request_summary_us": _vector("42.5"),
+                    "compute_infer_summary_us": _vector("30.25")})
     stats = release_stats(prom, "serving", "toy-lm", "r1", 120)
-    assert stats == ReleaseFigures(requests=100.0, failures=10.0, error_rate=0.1, p99_ms=42.5)
+    assert stats == ReleaseFigures(requests=100.0, failures=10.0, error_rate=0.1, p99_ms=42.5,
+                                   compute_p99_ms=30.25)
 
 
 def test_a_release_without_requests_has_no_rate_and_no_latency():
