@@ -41,6 +41,7 @@ from gevent.event import Event
 from locust import __version__ as LOCUST_VERSION
 from locust.env import Environment
 from locust.event import Events
+from locust.exception import RPCSendError
 from locust.runners import STATE_RUNNING, STATE_SPAWNING, MasterRunner, WorkerRunner
 
 from shared import pubsub
@@ -150,7 +151,12 @@ class MetricsPlugin:
             # once it says client_stopped (next, after these listeners) and discards
             # its later reports, which would leave the master's totals short.
             # (Locust has no public way to send a report now.)
-            runner._send_stats()
+            try:
+                runner._send_stats()
+            except RPCSendError as exc:
+                # The master is gone (a worker told to stop by SIGTERM): its totals
+                # cannot be completed; the records are published all the same.
+                logger.warning("loadgen: last statistics not sent to the master: %s", exc)
 
     def on_quitting(self, environment: Environment, **_: Any) -> None:
         runner = environment.runner
