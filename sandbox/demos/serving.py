@@ -100,10 +100,8 @@ def _settle(version: str, uploaded: float, say: Any = print) -> VersionTimeline:
             for record in last.canary.decisions if last.canary is not None else []:
                 if (record.at, record.action) not in said:
                     said.add((record.at, record.action))
-                    figures = (f"new {record.new.words() if record.new else '-'}; serving "
-                               f"{record.current.words() if record.current else '-'}")
                     say(f"   {record.at - uploaded:5.1f} s  {record.action}: {record.reason}"
-                        f"\n            ({figures})")
+                        f"\n            ({record.figures()})")
             if last.state != state:
                 state = last.state
                 say(f"   {time.time() - uploaded:5.1f} s  {version} {state}")

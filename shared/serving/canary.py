@@ -10,9 +10,9 @@ current step (requests, failures, p99 latency, from Prometheus), and the gate sa
   ``max_error_rate_increase``, or its p99 exceeds ``max_p99_ratio`` times the serving
   release's p99 plus ``p99_slack_ms``, or ``max_p99_ms``; the same ratio holds for the
   p99 of the model's compute time, which queueing does not inflate (a canary at 5 %
-  queues less than the release serving 95 %, so request p99 alone flatters it). Also when a step has not seen
-  ``min_requests`` within the rollout timeout: a release nobody could judge is not
-  promoted;
+  queues less than the release serving 95 %, so request p99 alone flatters it). Also
+  when a step has not seen ``min_requests`` within the rollout timeout: a release
+  nobody could judge is not promoted;
 - **advance** to the next step once the step has lasted ``min_seconds`` with
   ``min_requests`` answered within the SLO; when the next step is 100 that is the
   **promotion**;
@@ -76,6 +76,22 @@ class GateRecord(BaseModel):
     window_seconds: float = 0.0
     new: ReleaseFigures | None = None
     current: ReleaseFigures | None = None
+
+    @property
+    def served_share(self) -> float | None:
+        """The share of the window's requests the new release answered, by the servers'
+        own counts: what the route's weight actually gave it."""
+        if self.new is None or self.current is None:
+            return None
+        total = self.new.requests + self.current.requests
+        return self.new.requests / total if total else None
+
+    def figures(self) -> str:
+        """Both releases' figures, and the share the new one served, in words."""
+        share = self.served_share
+        seen = f"; it answered {share:.0%} of them" if share is not None else ""
+        return (f"new {self.new.words() if self.new else '-'}; serving "
+                f"{self.current.words() if self.current else '-'}{seen}")
 
 
 class CanaryState(BaseModel):

@@ -101,13 +101,11 @@ def canary_in_words(ledger: Ledger) -> list[str]:
              f"slo         {slo}"]
     if canary.last is not None:
         last = canary.last
-        lines.append(f"last look   {_clock(last.at)} over {last.window_seconds:.0f} s: new "
-                     f"{last.new.words() if last.new else '-'}; serving "
-                     f"{last.current.words() if last.current else '-'}")
+        lines.append(f"last look   {_clock(last.at)} over {last.window_seconds:.0f} s: "
+                     f"{last.figures()}")
     for record in canary.decisions:
-        lines.append(f"  {_clock(record.at)}  {record.action:<9} {record.reason} (new "
-                     f"{record.new.words() if record.new else '-'}; serving "
-                     f"{record.current.words() if record.current else '-'})")
+        lines.append(f"  {_clock(record.at)}  {record.action:<9} {record.reason} "
+                     f"({record.figures()})")
     return lines
 
 

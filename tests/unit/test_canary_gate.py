@@ -110,3 +110,11 @@ def test_a_slower_model_is_caught_on_compute_time_when_its_light_load_hides_it()
     assert "compute p99 97 ms against 33 ms (at most 1.5x + 10 ms = 60 ms)" in gate.reason
     same_speed = canary.model_copy(update={"compute_p99_ms": 40.0})
     assert judge(0, 60, same_speed, current=serving).action == "advance"
+
+
+def test_a_decision_says_what_share_of_the_requests_the_new_release_served():
+    record = GateRecord(at=0, step=1, weight=25, action="advance", reason="ok",
+                        new=figures(66), current=figures(255))
+    assert record.served_share == pytest.approx(66 / 321)
+    assert record.figures().endswith("it answered 21% of them")
+    assert GateRecord(at=0, step=0, weight=5, action="hold", reason="-").served_share is None
