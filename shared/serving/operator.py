@@ -92,8 +92,8 @@ def canary_in_words(ledger: Ledger) -> list[str]:
     where = (f"at {canary.weight}% (step {canary.step + 1} of {len(policy.steps) - 1}) "
              f"since {_clock(canary.step_started)}" if rollout.state == "canary"
              else rollout.state)
-    slo = (f"error rate ≤ serving + {policy.max_error_rate_increase:.2%}; p99 ≤ "
-           f"{policy.max_p99_ratio:g}x serving + {policy.p99_slack_ms:g} ms"
+    slo = (f"error rate ≤ serving + {policy.max_error_rate_increase:.2%}; p99 and compute "
+           f"p99 ≤ {policy.max_p99_ratio:g}x serving + {policy.p99_slack_ms:g} ms"
            + (f" and ≤ {policy.max_p99_ms:g} ms" if policy.max_p99_ms else "")
            + f"; each step ≥ {policy.min_seconds:g} s and ≥ {policy.min_requests} requests")
     lines = [f"canary      {rollout.version} against "

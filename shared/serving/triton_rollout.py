@@ -224,7 +224,7 @@ def _gate(kube: KubeClient, ledger: Ledger, rollout: Rollout, config: ServingCon
                         current=against)
     canary = canary.model_copy(deep=True)
     canary.note(record)
-    figures = f"new: {new.words()}; serving: {against.words()}"
+    figures = record.figures()
     if gate.action == "hold":
         ledger.update(rollout.id, canary=canary, progress=f"{gate.reason} ({figures})")
         return True
