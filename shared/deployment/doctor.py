@@ -29,12 +29,21 @@ from shared import pubsub
 from shared.config import AccelopsConfig, Settings, load_config
 from shared.deployment import system
 from shared.deployment.access import Probe, allowed_by_definition, probes
+from shared.deployment.locust import LOCUST_MASTER, LOCUST_WORKER
 from shared.deployment.manifests import PREEMPTION, PRIORITY_VALUES, cluster_queue_name, identity
 from shared.deployment.model import Function, Service
 from shared.deployment.serving import SAXML_ADMIN, SAXML_PROXY, identity_namespaces
-from shared.errors import AccelopsError, ConfigError
-from shared.kube import DEPLOYMENTS, NAMESPACES, SUBJECT_ACCESS_REVIEWS, Resource, get_client
+from shared.errors import AccelopsError, ConfigError, MissingTargetError, NotFoundError
+from shared.kube import (
+    DEPLOYMENTS,
+    GATEWAYS,
+    NAMESPACES,
+    SUBJECT_ACCESS_REVIEWS,
+    Resource,
+    get_client,
+)
 from shared.metrics.schema import TABLES, VIEWS
+from shared.serving.endpoints import gateway_url
 
 __all__ = ["AREAS", "Expectations", "Finding", "check", "main", "production_retry", "run"]
 
@@ -205,8 +214,38 @@ def _serving(kube: Any, config: AccelopsConfig, namespaces: set[str],
                                 present))
     found += [exists(f"Deployment {namespace}/{name}",
                      kube.find(DEPLOYMENTS, name, namespace) is not None)
-              for name in (SAXML_ADMIN, SAXML_PROXY)]
-    return found
+              for name in (SAXML_ADMIN, SAXML_PROXY, LOCUST_MASTER, LOCUST_WORKER)]
+    return [*found, _gateway(kube, config)]
+
+
+def _gateway(kube: Any, config: AccelopsConfig) -> Finding:
+    """Every Triton model is reached through the serving Gateway: it must exist and be
+    programmed (GKE has made its load balancer) with an address."""
+    namespace, name = config.serving.namespace, config.serving.gateway
+    where = f"Gateway {namespace}/{name}"
+    try:
+        gateway = kube.find(GATEWAYS, name, namespace)
+    except MissingTargetError:
+        return Finding("kubernetes", False, f"{where}: the cluster serves no Gateway API",
+                       "enable it: gateway_api_config in terraform/modules/gke (accelops "
+                       "deploy up applies it)")
+    if gateway is None:
+        return Finding("kubernetes", False, f"{where} is missing",
+                       "kubectl apply --server-side -k <your overlay> (accelops manifests "
+                       "render)")
+    conditions = {c.get("type"): c for c in (gateway.get("status") or {}).get("conditions")
+                  or []}
+    programmed = conditions.get("Programmed") or {}
+    if programmed.get("status") != "True":
+        return Finding("kubernetes", False,
+                       f"{where} is not programmed yet: {programmed.get('reason') or 'no status'}"
+                       f" {programmed.get('message') or ''}".rstrip(),
+                       "GKE makes its load balancer within minutes; kubectl describe gateway "
+                       f"{name} -n {namespace} says why if it does not")
+    try:
+        return Finding("kubernetes", True, f"{where} is programmed at {gateway_url(gateway)}")
+    except NotFoundError as exc:
+        return Finding("kubernetes", False, f"{where}: {exc.message}")
 
 
 def _queue_flavors(queue: dict[str, Any] | None) -> list[str]:

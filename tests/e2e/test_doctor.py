@@ -16,7 +16,7 @@ from shared.bigquery import client as bigquery_client
 from shared.cli import main
 from shared.deployment import system
 from shared.deployment.manifests import identity
-from shared.kube import Resource, get_client, reset_client
+from shared.kube import GATEWAYS, Resource, get_client, reset_client
 
 pytestmark = pytest.mark.e2e
 
@@ -43,6 +43,8 @@ def test_a_sandbox_provisioned_from_the_definition_has_no_problems(sandbox):
            "what it needs and nothing more" in report
     assert "subscription job-requests-submit-job delivers to submit_job" in report
     assert "LocalQueue research/research-queue exists" in report
+    assert "Gateway serving/models is programmed at http://127.0.0.1:" in report
+    assert "Deployment serving/locust-master exists" in report
 
 
 def test_each_function_did_only_what_its_identity_is_granted_and_used_every_rule(sandbox):
@@ -118,6 +120,7 @@ def test_each_thing_broken_on_purpose_is_reported_with_its_fix(sandbox):
     kube.merge_patch(Resource("kueue.x-k8s.io", "v1beta1", "clusterqueues", namespaced=False),
                      "inference-cluster-queue", None,
                      {"spec": {"preemption": {"withinClusterQueue": "Never"}}})
+    kube.delete(GATEWAYS, "models", "serving")
 
     code, report = doctor(sandbox)
 
@@ -130,5 +133,6 @@ def test_each_thing_broken_on_purpose_is_reported_with_its_fix(sandbox):
             "not LowerPriority: higher priorities will not preempt") in problems
     assert any("accelops-submit-job@accelops-local.iam.gserviceaccount.com may list pods "
                "cluster-wide, which submit_job does not need" in p for p in problems)
+    assert "PROBLEM  Gateway serving/models is missing" in problems
     assert "fix: kubectl apply --server-side -k" in report
     assert "fix: terraform apply (modules/pubsub)" in report
