@@ -29,7 +29,6 @@ from shared import pubsub
 from shared.config import AccelopsConfig, Settings, load_config
 from shared.deployment import system
 from shared.deployment.access import Probe, allowed_by_definition, probes
-from shared.deployment.locust import LOCUST_MASTER, LOCUST_WORKER
 from shared.deployment.manifests import PREEMPTION, PRIORITY_VALUES, cluster_queue_name, identity
 from shared.deployment.model import Function, Service
 from shared.deployment.serving import SAXML_ADMIN, SAXML_PROXY, identity_namespaces
@@ -214,7 +213,7 @@ def _serving(kube: Any, config: AccelopsConfig, namespaces: set[str],
                                 present))
     found += [exists(f"Deployment {namespace}/{name}",
                      kube.find(DEPLOYMENTS, name, namespace) is not None)
-              for name in (SAXML_ADMIN, SAXML_PROXY, LOCUST_MASTER, LOCUST_WORKER)]
+              for name in (SAXML_ADMIN, SAXML_PROXY)]
     return [*found, _gateway(kube, config)]
 
 

@@ -44,7 +44,6 @@ def test_a_sandbox_provisioned_from_the_definition_has_no_problems(sandbox):
     assert "subscription job-requests-submit-job delivers to submit_job" in report
     assert "LocalQueue research/research-queue exists" in report
     assert "Gateway serving/models is programmed at http://127.0.0.1:" in report
-    assert "Deployment serving/locust-master exists" in report
 
 
 def test_each_function_did_only_what_its_identity_is_granted_and_used_every_rule(sandbox):

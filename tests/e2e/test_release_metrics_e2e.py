@@ -31,6 +31,7 @@ from shared.serving.release_metrics import (
     release_selector,
     release_stats,
 )
+from shared.serving.triton import release_name
 from tests.e2e.conftest import wait_for
 
 pytestmark = pytest.mark.e2e
@@ -108,7 +109,9 @@ def served(sandbox: Sandbox, tmp_path_factory: pytest.TempPathFactory) -> dict[s
     # The counters' first sample (0, before any request) is in Prometheus.
     assert wait_for(lambda: instant_query(f"{SUCCESS_COUNTER}{selector}"), 30), \
         (sandbox.state_dir / "logs" / "monitoring.log").read_text()[-2000:]
-    return {"release": release, "url": loopback_url(cluster.get(SERVICES, MODEL, NAMESPACE))}
+    # The release's own Service: every request reaches exactly this release.
+    service = cluster.get(SERVICES, release_name(MODEL, release), NAMESPACE)
+    return {"release": release, "url": loopback_url(service)}
 
 
 def test_the_release_series_carry_the_labels_managed_collection_attaches(served):
@@ -120,7 +123,8 @@ def test_the_release_series_carry_the_labels_managed_collection_attaches(served)
                                    "model", "version")} == {
         "project_id": "accelops-local", "location": "us-central2-b", "cluster": "sandbox",
         "namespace": NAMESPACE, "job": MODEL, "container": "triton",
-        "top_level_controller_name": MODEL, "top_level_controller_type": "Deployment",
+        "top_level_controller_name": release_name(MODEL, served["release"]),
+        "top_level_controller_type": "Deployment",
         "deployment": MODEL, "release": served["release"], "model": MODEL, "version": "1"}
     assert labels["instance"] == f"{labels['pod']}:metrics"
 
