@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -216,7 +217,14 @@ def test_sigterm_stops_everything_with_exit_code_0(target: InferenceProcess):
 def test_a_start_past_its_deadline_exits_1_naming_the_setting_to_raise() -> None:
     process = InferenceProcess("--startup-timeout", "0.5")
     try:
-        assert process.process.wait(timeout=120) == 1, process.log
+        try:
+            code = process.process.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            # Seen once under a full suite's load and not since: keep what the process
+            # said, so the hang can be told apart from a slow start.
+            pytest.fail(f"still running 120 s after a 0.5 s deadline; its log:\n"
+                        f"{process.log[-4000:]}")
+        assert code == 1, process.log
     finally:
         if process.process.poll() is None:
             process.process.kill()

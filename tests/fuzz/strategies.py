@@ -402,14 +402,14 @@ def good_record(draw: st.DrawFn) -> GoodRecord:
                                                   min_size=1, max_size=3000)))
     if exception is not None or draw(st.booleans()):
         record["exception"] = exception
-    for key in ("model_name", "model_method", "tokenizer", "server", "accelerator"):
+    for key in ("model_name", "model_method", "tokenizer", "server", "accelerator", "worker"):
         if draw(st.booleans()):
             record[key] = draw(_SHORT)
     for key in ("response_length", "num_input_tokens", "num_output_tokens", "users"):
         if draw(st.booleans()):
             record[key] = draw(_COUNT)
     if draw(st.booleans()):  # fields a newer load generator might add are ignored
-        record[draw(st.sampled_from(["region", "worker", "x_trace"]))] = draw(
+        record[draw(st.sampled_from(["region", "x_pod", "x_trace"]))] = draw(
             st.one_of(_SHORT, _COUNT, st.booleans(), st.none()))
     expected = {
         "test_id": record["test_id"],
