@@ -58,6 +58,7 @@ from sandbox.cluster.logsink import PubSubSink
 from sandbox.cluster.managers import DEFAULT_START_SECONDS
 from sandbox.cluster.nodes import ClusterRef
 from sandbox.cluster.objects import Obj, timestamp
+from sandbox.cluster.services import pod_address
 from sandbox.cluster.simulation import Simulation
 from sandbox.common.clock import SimClock
 from sandbox.gke import GkeState, start_gke_api
@@ -199,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
                    if args.tls_cert and args.tls_key else None)
     kube = start_kube_api("127.0.0.1", args.kube_port, state_file=state_dir / "kube-state.json",
                           clock=clock, store=store, token_file=args.token_auth_file,
-                          access_log=args.access_log, certificate=certificate)
+                          access_log=args.access_log, certificate=certificate,
+                          pod_address=pod_address)
     install_crds(store, gke_crd_files())  # GKE's own, present in every cluster
     gke_state = GkeState(clock)
     gke_state.add_cluster(cluster.project, cluster.location, cluster.name, kube.url)
