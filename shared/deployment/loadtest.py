@@ -44,7 +44,7 @@ from shared.deployment.swarm import (
     swarm_form,
     swarm_refusal,
 )
-from shared.errors import AccelopsError, UnavailableError
+from shared.errors import AccelopsError, NotFoundError, UnavailableError
 from shared.kube import DEPLOYMENTS, KubeClient, get_client
 from shared.metrics.commands.summary import format_summary
 from shared.metrics.loadtest.completion import (
@@ -111,7 +111,8 @@ def _wait_for_workers(master: _Master, workers: int, timeout: float,
     while True:
         try:
             stats: MasterStats | None = master.stats()
-        except UnavailableError as exc:  # the master's pod is not ready yet
+        except (UnavailableError, NotFoundError) as exc:
+            # The master's pod is not ready yet, or its Endpoints not made yet.
             stats, line = None, f"  waiting for the master: {exc.message}"
         if stats is not None:
             if stats.state == RUNNING:
