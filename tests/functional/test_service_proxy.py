@@ -5,7 +5,10 @@ that is a real HTTP server; RBAC as kube-apiserver maps those requests."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -215,3 +218,24 @@ def test_rbac_sees_a_proxied_post_as_create_on_services_proxy_named_with_its_por
     assert allowed(role) == (True, True)
     # The name RBAC sees carries the port: a rule naming the Service alone matches nothing.
     assert allowed(by_name_only) == (False, False)
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl is not installed")
+def test_the_real_kubectl_scales_through_the_subresource_discovery_lists(
+        api: KubeApiServer, tmp_path: Path) -> None:
+    api.store.create("", "namespaces", {"metadata": {"name": NS}})
+    api.store.create("apps", "deployments", {
+        "metadata": {"name": "locust-worker", "namespace": NS},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"c": "w"}},
+                 "template": {"metadata": {"labels": {"c": "w"}},
+                              "spec": {"containers": [{"name": "l", "image": "x"}]}}}},
+        namespace=NS)
+    env = {**os.environ, "KUBECONFIG": str(api.write_kubeconfig(tmp_path / "kubectl")),
+           "KUBECACHEDIR": str(tmp_path / "cache")}
+
+    scaled = subprocess.run(["kubectl", "scale", "-n", NS, "deployment/locust-worker",
+                             "--replicas=3"], env=env, capture_output=True, text=True,
+                            timeout=60, check=False)
+
+    assert scaled.returncode == 0, scaled.stderr
+    assert api.store.get("apps", "deployments", "locust-worker", NS)["spec"]["replicas"] == 3
