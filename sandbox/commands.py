@@ -39,16 +39,6 @@ class _Sandbox(argparse.Action):
             namespace.func = self.target
 
 
-def _at_least_one(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value}: at least 1 worker")
-    return value
-
-
 def add_commands(sub: Subcommands) -> None:
     sandbox = sub.add_parser("sandbox", help="the local sandbox: up, down, status, env, token")
     sandbox.add_argument("action", choices=["up", "down", "status", "env", "token"],
@@ -76,40 +66,14 @@ def add_commands(sub: Subcommands) -> None:
                          help="with token: seconds until it expires (default: 3600)")
     sandbox.set_defaults(func="sandbox.supervisor.cli:main")
 
-    loadtest = sub.add_parser(
-        "loadtest", help="run a load test on the local sandbox and report on it",
-        description="Locust against the sandbox's Triton (or Saxml stand-in); metrics go "
-                    "through Pub/Sub and ingest_metrics into BigQuery. Starts the sandbox's "
-                    "metrics part if it is not running, and stops it afterwards.")
-    loadtest.add_argument("--server", choices=["triton", "saxml"], default="triton")
-    loadtest.add_argument("--deployment", metavar="NAME",
-                          help="target the version a deployed model serves now (started "
-                               "from a bucket upload; see `accelops models list`)")
-    loadtest.add_argument("--users", type=int, default=4, help="concurrent users (default: 4)")
-    loadtest.add_argument("--duration", type=int, default=10, help="seconds (default: 10)")
-    loadtest.add_argument("--workers", type=_at_least_one, metavar="N",
-                          help="run Locust as a master and N worker processes; the users "
-                               "are the test's total, spread over the workers (default: "
-                               "one process)")
-    loadtest.add_argument("--test-id", help="default: lt-<UTC time>-<random>")
-    loadtest.add_argument("--host", help="target URL (default: the sandbox's server)")
-    loadtest.add_argument("--model", help="default: toy-lm (Triton), /sax/test/toy (Saxml)")
-    loadtest.add_argument("--accelerator", default="cpu",
-                          help="recorded with the run, e.g. v5litepod-8 (default: cpu)")
-    loadtest.add_argument("--max-tokens", type=int, default=16)
-    loadtest.add_argument("--stream", action="store_true",
-                          help="Triton only: stream tokens (generate_stream) and record the "
-                               "time to first token; model default toy-lm-stream")
-    loadtest.add_argument("--bad-request-ratio", type=float, default=0.0,
-                          help="fraction of requests sent to a missing model (default: 0)")
-    for measure, needs in (("ttft", " (with --stream)"), ("tpot", " (with --stream)"),
-                           ("latency", "")):
-        loadtest.add_argument(f"--slo-{measure}-ms", type=float, metavar="MS",
-                              help=f"SLO on {measure.upper() if needs else measure}{needs}: "
-                                   "goodput counts the requests meeting every SLO given")
-    loadtest.add_argument("--report-dir", default="reports",
-                          help="where the HTML report goes (default: reports)")
-    loadtest.add_argument("--no-report", action="store_true", help="print the summary only")
+    # The library's `loadtest` (its options, and --cluster for the deployed load
+    # generator), run on this sandbox unless --cluster is given.
+    loadtest = subcommand(sub, "loadtest")
+    loadtest.description = (
+        "Locust against the sandbox's Triton (or Saxml stand-in); metrics go through "
+        "Pub/Sub and ingest_metrics into BigQuery. Starts the sandbox's metrics part if "
+        "it is not running, and stops it afterwards. --cluster: on the load generator "
+        "deployed on the cluster of the environment instead.")
     loadtest.add_argument("--state-dir", help="local sandbox state (default: .sandbox)")
     loadtest.set_defaults(func="sandbox.demos.loadtest:main")
 

@@ -23,6 +23,7 @@ __all__ = [
     "FUNCTIONS",
     "FUNCTION_PARTS",
     "GPU_POOL",
+    "LOADGEN_POOL",
     "MODELS_BUCKET",
     "PARTS",
     "PROJECT",
@@ -152,6 +153,9 @@ STORAGE_NOTIFICATIONS: tuple[tuple[str, str, str], ...] = tuple(
 # (the sandbox's stand-in for a team's static inference pool).
 MODELS_BUCKET = "accelops-models"
 GPU_POOL = ("gpu-l4", "g2-standard-8", "nvidia-l4", 1, 2)  # name, machine, GPU, per node, nodes
+# The load generator's CPU pool (name, machine, nodes): a master and up to 6 workers,
+# one core each, fit on one node.
+LOADGEN_POOL = ("loadgen", "e2-standard-8", 1)
 
 # Cloud Scheduler jobs: the definition's cron, time zone, attributes and body, run
 # on the simulated clock (passed to the cluster process as --schedule flags).

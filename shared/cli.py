@@ -31,6 +31,7 @@ from typing import Any, TypeAlias
 # Each feature's commands, added to the parser: light modules (argparse and the standard
 # library), whose commands are named as "module:function" or import on their own.
 from shared.deployment.cli import add_commands as add_deployment_commands
+from shared.deployment.loadtest_cli import add_commands as add_loadtest_commands
 from shared.errors import AccelopsError
 from shared.jobs.cli import add_commands as add_job_commands
 from shared.metrics.cli import add_commands as add_metrics_commands
@@ -180,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_job_commands(sub)
     add_metrics_commands(sub)
     add_deployment_commands(sub)
+    add_loadtest_commands(sub)
     add_model_commands(sub)
     add_schedule_commands(sub)
 

@@ -203,6 +203,44 @@ class KubeClient:
         return self._request("PATCH", resource.path(namespace, name), body=patch,
                              content_type="application/merge-patch+json")
 
+    def scale(self, resource: Resource, name: str, namespace: str,
+              replicas: int | None = None) -> dict[str, Any]:
+        """The object's ``scale`` subresource (an ``autoscaling/v1`` Scale); with
+        ``replicas``, merge-patched to that count first. Only the subresource: RBAC can
+        grant ``deployments/scale`` without the Deployment itself. NotFoundError when
+        the object is missing."""
+        path = resource.path(namespace, name, "scale")
+        if replicas is None:
+            return self._request("GET", path)
+        return self._request("PATCH", path, body={"spec": {"replicas": replicas}},
+                             content_type="application/merge-patch+json")
+
+    def service_proxy(self, method: str, namespace: str, service: str, path: str, *,
+                      form: builtins.list[tuple[str, str]] | None = None) -> Any:
+        """An HTTP request to a Service through the API server's proxy
+        (``services/<service>/proxy/<path>``: ``service`` is ``name:port``); the JSON it
+        answers. ``form`` goes as ``application/x-www-form-urlencoded``. The API server
+        authorizes it as ``services/proxy`` (GET ``get``, POST ``create``) on
+        ``name:port``. 503 (no ready endpoint, no such port, the endpoint unreachable)
+        is UnavailableError, a missing Service or Endpoints NotFoundError."""
+        full = f"{SERVICES.path(namespace)}/{quote(service, safe=':')}/proxy/{path.lstrip('/')}"
+        headers = {"Accept": "application/json"}
+        if form is not None:
+            headers["Content-Type"] = "application/x-www-form-urlencoded"
+        with _translated(f"{method} {full}"):
+            serialized = self._api.param_serialize(
+                method=method, resource_path=full, header_params=headers,
+                post_params=form, auth_settings=["BearerToken"])
+            response = self._api.call_api(*serialized, _request_timeout=REQUEST_TIMEOUT)
+            self._note_date(response.headers.get("Date"))
+            response.read()
+            raw = self._api.response_deserialize(response, {"2XX": "bytearray"}).data
+        try:
+            return json.loads(bytes(raw or b"") or b"null")
+        except ValueError as exc:
+            raise UnavailableError(f"{method} {full}: the answer is not JSON: "
+                                   f"{bytes(raw or b'')[:200]!r}") from exc
+
     def delete(self, resource: Resource, name: str, namespace: str | None = None, *,
                resource_version: str | None = None) -> None:
         """Delete the object; an object already gone counts as deleted. With

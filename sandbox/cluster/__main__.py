@@ -33,6 +33,9 @@ repositories from) pods whose image contains ``tritonserver`` run a real
 logs under ``D/containers``); at most ``--max-processes`` such processes run at
 once and ``--pod-time-scale`` sets how fast their readiness probes, back-off,
 preStop sleeps and grace periods run.
+With ``--loadgen`` (and ``--pubsub-host``) the load generator's pods (image
+``accelops/loadgen``: ``locust-master``, ``locust-worker``) run as real Locust
+processes publishing their records there (:mod:`sandbox.cluster.locust`).
 Services selecting them are served on loopback ports published in each
 Service's ``sandbox.accelops.dev/host-ports`` annotation (and, for LoadBalancer
 Services, ``status.loadBalancer.ingress``).
@@ -54,10 +57,12 @@ from typing import Any
 
 from sandbox.cloud_scheduler.service import CloudScheduler, ScheduledJob
 from sandbox.cluster.containers import Launcher
+from sandbox.cluster.locust import LOADGEN_IMAGE_KEY, LocustLauncher
 from sandbox.cluster.logsink import PubSubSink
 from sandbox.cluster.managers import DEFAULT_START_SECONDS
 from sandbox.cluster.nodes import ClusterRef
 from sandbox.cluster.objects import Obj, timestamp
+from sandbox.cluster.services import pod_address
 from sandbox.cluster.simulation import Simulation
 from sandbox.common.clock import SimClock
 from sandbox.gke import GkeState, start_gke_api
@@ -105,6 +110,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--storage-url",
                         help="Cloud Storage endpoint URL: run tritonserver pods as real "
                              "processes reading their gs:// model repositories from it")
+    parser.add_argument("--loadgen", action="store_true",
+                        help="with --pubsub-host: run the load generator's Locust pods "
+                             "(image accelops/loadgen) as real processes publishing there")
     parser.add_argument("--max-processes", type=int, default=3,
                         help="at most this many pod processes at once; pods beyond it wait "
                              "in ContainerCreating (default 3)")
@@ -163,17 +171,22 @@ def start_cloud_scheduler(clock: SimClock, project: str,
     return CloudScheduler(clock, jobs, publish).start()
 
 
-def launchers(storage_url: str | None, log_dir: Path) -> dict[str, Launcher]:
-    """The container launchers the flags ask for (none without ``--storage-url``)."""
+def launchers(storage_url: str | None, log_dir: Path, *, store: ObjectStore | None = None,
+              loadgen_pubsub: str | None = None) -> dict[str, Launcher]:
+    """The container launchers the flags ask for: Triton with ``--storage-url``, the load
+    generator's Locust with ``--loadgen`` (publishing to ``loadgen_pubsub``)."""
+    found: dict[str, Launcher] = {}
+    if store is not None and loadgen_pubsub:
+        found[LOADGEN_IMAGE_KEY] = LocustLauncher(store, log_dir, loadgen_pubsub)
     if not storage_url:
-        return {}
+        return found
     try:
         from sandbox.inference.tritonserver import TritonLauncher
     except ImportError as exc:
         log.warning("tritonserver pods stay simulated: no Triton launcher (%s)", exc)
-        return {}
+        return found
     launcher: Launcher = TritonLauncher(storage_url, log_dir)
-    return {"tritonserver": launcher}
+    return {**found, "tritonserver": launcher}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -199,14 +212,17 @@ def main(argv: list[str] | None = None) -> int:
                    if args.tls_cert and args.tls_key else None)
     kube = start_kube_api("127.0.0.1", args.kube_port, state_file=state_dir / "kube-state.json",
                           clock=clock, store=store, token_file=args.token_auth_file,
-                          access_log=args.access_log, certificate=certificate)
+                          access_log=args.access_log, certificate=certificate,
+                          pod_address=pod_address)
     install_crds(store, gke_crd_files())  # GKE's own, present in every cluster
     gke_state = GkeState(clock)
     gke_state.add_cluster(cluster.project, cluster.location, cluster.name, kube.url)
     gke = start_gke_api(gke_state, "127.0.0.1", args.gke_port,
                         state_file=state_dir / "gke-state.json")
     simulation = Simulation(store, clock, gke_state=gke_state, cluster=cluster.path,
-                            launchers=launchers(args.storage_url, state_dir / "containers"),
+                            launchers=launchers(
+                                args.storage_url, state_dir / "containers", store=store,
+                                loadgen_pubsub=args.pubsub_host if args.loadgen else None),
                             max_processes=args.max_processes,
                             pod_time_scale=args.pod_time_scale,
                             controller_start_seconds=args.controller_start_seconds)

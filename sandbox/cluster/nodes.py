@@ -68,6 +68,9 @@ from sandbox.common.clock import SimClock
 from sandbox.gke.tpu_facts import tpu_machine
 from sandbox.kubeapi import ApiError, ObjectStore
 
+# The node label of a pool with workloadMetadataConfig GKE_METADATA.
+LABEL_METADATA_SERVER = "iam.gke.io/gke-metadata-server-enabled"
+
 __all__ = [
     "POOL_EVENTS",
     "ClusterRef",
@@ -259,6 +262,12 @@ class NodePoolController:
         }
         if config.get("spot"):
             labels[LABEL_SPOT] = "true"
+        # GKE labels the nodes of a pool running the GKE metadata server (Workload
+        # Identity); pods that need it select them. The REST client sends the enum as
+        # its number (GKE_METADATA = 2) with enum-encoding=int, or as its name.
+        mode = (config.get("workloadMetadataConfig") or {}).get("mode")
+        if mode in ("GKE_METADATA", 2, "2"):
+            labels[LABEL_METADATA_SERVER] = "true"
         if config.get("preemptible"):
             labels[LABEL_PREEMPTIBLE] = "true"
         taints: list[Obj] = []

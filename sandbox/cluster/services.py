@@ -55,7 +55,7 @@ from sandbox.cluster.proxy import ServiceProxy
 from sandbox.common.clock import SimClock
 from sandbox.kubeapi import ApiError, ObjectStore
 
-__all__ = ["ServiceController", "host_ports_of"]
+__all__ = ["ServiceController", "host_ports_of", "pod_address"]
 
 ANNOTATION_TRIGGER = "endpoints.kubernetes.io/last-change-trigger-time"
 
@@ -67,6 +67,14 @@ def host_ports_of(pod: Mapping[str, Any]) -> dict[int, int]:
         return {int(k): int(v) for k, v in json.loads(raw).items()} if raw else {}
     except (TypeError, ValueError, AttributeError):
         return {}
+
+
+def pod_address(pod: Mapping[str, Any], container_port: int) -> tuple[str, int] | None:
+    """Where a process pod's ``container_port`` listens here (its host port), None for a
+    simulated pod: what the API server's ``services/proxy`` connects to, as it connects
+    to a pod IP on a cluster."""
+    host = host_ports_of(pod).get(container_port)
+    return ("127.0.0.1", host) if host is not None else None
 
 
 def _target(pod: Mapping[str, Any], port: Mapping[str, Any]) -> int | None:

@@ -18,14 +18,12 @@ import argparse
 import json
 import os
 import re
-import secrets
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +32,8 @@ from sandbox.common.ports import free_port
 from sandbox.supervisor.runner import session, state_dir_from
 from shared import kube
 from shared.config import load_config
-from shared.errors import AccelopsError, NotFoundError
 from shared.metrics.commands.summary import format_summary
+from shared.metrics.loadtest.completion import LoadTestError, new_test_id, wait_for_rows
 from shared.metrics.loadtest.locust_stats import LocustAggregate, aggregate_notes, locust_aggregate
 from shared.metrics.loadtest.model import MetricsSource, TestSummary
 from shared.metrics.loadtest.report import report_dir_name, write_report
@@ -62,17 +60,11 @@ LOCUSTFILE = REPO / "services" / "loadgen" / "locustfile.py"
 DEFAULT_MODELS = {"triton": "toy-lm", "saxml": "/sax/test/toy"}
 # The sandbox Triton's decoupled twin of toy-lm, for --stream (generate_stream).
 STREAM_MODEL = "toy-lm-stream"
-# A bound, not an estimate: the wait ends as soon as every row is counted.
-ROWS_TIMEOUT = 180.0
 # How long the processes of a run that is no longer wanted get to exit on SIGTERM
 # (a worker flushes its records) before they are killed.
 STOP_GRACE = 10.0
 # How often a running test says how far it got.
 PROGRESS_EVERY = 5.0
-
-
-class LoadTestError(AccelopsError):
-    pass
 
 
 @dataclass(frozen=True)
@@ -147,12 +139,6 @@ class LocustRun:
     aggregate: LocustAggregate | None = None
     # What each worker's plugin says it published at test stop (distributed runs).
     published: tuple[int, ...] = ()
-
-
-def new_test_id(now: datetime | None = None) -> str:
-    """A sortable, unique test id such as ``lt-20261121-140512-9f3a``."""
-    at = (now or datetime.now(UTC)).astimezone(UTC)
-    return f"lt-{at:%Y%m%d-%H%M%S}-{secrets.token_hex(2)}"
 
 
 # The plugin's line at test stop; one per worker in a distributed run.
@@ -259,35 +245,6 @@ class LocustProcess:
         published = tuple(int(found) for log in logs[1:] for found in _PUBLISHED.findall(log))
         return LocustRun(aggregate.requests, aggregate.failures, code, output, aggregate,
                          published)
-
-
-def wait_for_rows(source: MetricsSource, test_id: str, expected: int,
-                  timeout: float = ROWS_TIMEOUT,
-                  progress: Callable[[str], None] = lambda line: None) -> TestSummary:
-    """Poll the summary view until it counts ``expected`` requests for the test.
-
-    Raises LoadTestError when they do not all arrive in time, or more arrive (which
-    would mean duplicates got past the views).
-    """
-    deadline = time.monotonic() + timeout
-    seen = -1
-    while True:
-        try:
-            summary = source.summary(test_id)
-            count = summary.requests
-        except NotFoundError:
-            summary, count = None, 0
-        if count != seen:
-            progress(f"  rows in BigQuery: {count}/{expected}")
-            seen = count
-        if summary is not None and count == expected:
-            return summary
-        if count > expected:
-            raise LoadTestError(f"{count} rows for {expected} requests: duplicates in the views")
-        if time.monotonic() > deadline:
-            raise LoadTestError(f"only {count} of {expected} rows reached BigQuery within "
-                                f"{timeout:.0f}s (see the ingest_metrics log)")
-        time.sleep(0.5)
 
 
 def write_html(source: MetricsSource, test_id: str, out_root: Path,

@@ -36,6 +36,7 @@ from sandbox.kubeapi.faults import FaultInjector
 from sandbox.kubeapi.kubeconfig import kubeconfig_dict, write_kubeconfig
 from sandbox.kubeapi.patch import PatchType
 from sandbox.kubeapi.server import KubeApiServer
+from sandbox.kubeapi.serviceproxy import PodAddress
 from sandbox.kubeapi.store import Clock, DeleteResult, ObjectStore, format_timestamp
 from sandbox.kubeapi.tls import ServingCertificate
 
@@ -47,6 +48,7 @@ __all__ = [
     "KubeApiServer",
     "ObjectStore",
     "PatchType",
+    "PodAddress",
     "TokenEntry",
     "UserInfo",
     "admin_entry",
@@ -69,6 +71,7 @@ def start_kube_api(
     token_file: str | os.PathLike[str] | None = None,
     access_log: str | os.PathLike[str] | None = None,
     certificate: ServingCertificate | None = None,
+    pod_address: PodAddress | None = None,
 ) -> KubeApiServer:
     """Start a sandbox API in a daemon thread (port 0 = any free port) and return it."""
     return KubeApiServer(
@@ -80,4 +83,5 @@ def start_kube_api(
         token_file=token_file,
         access_log=access_log,
         certificate=certificate,
+        pod_address=pod_address,
     ).start()

@@ -23,6 +23,17 @@ from sandbox.kubeapi.store import ObjectStore
 
 AGGREGATED_MEDIA_TYPE = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList"
 _STATUS_VERBS = ("get", "patch", "update")
+# Subresources served besides status (sandbox/kubeapi/scale.py, serviceproxy.py), as
+# kube-apiserver lists them: (group, resource) -> (name, (group, version, kind), verbs).
+_EXTRA_SUBRESOURCES: dict[tuple[str, str], tuple[tuple[str, tuple[str, str, str],
+                                                      tuple[str, ...]], ...]] = {
+    ("apps", "deployments"): (("scale", ("autoscaling", "v1", "Scale"),
+                               ("get", "patch", "update")),),
+    ("apps", "replicasets"): (("scale", ("autoscaling", "v1", "Scale"),
+                               ("get", "patch", "update")),),
+    ("", "services"): (("proxy", ("", "v1", "ServiceProxyOptions"),
+                        ("create", "delete", "get", "patch", "update")),),
+}
 
 
 def wants_aggregated(accept: str | None) -> bool:
@@ -190,6 +201,13 @@ class Discovery:
                         "verbs": list(_STATUS_VERBS),
                     }
                 )
+            for name, (sub_group, sub_version, kind), verbs in _EXTRA_SUBRESOURCES.get(
+                    (group, row.name), ()):
+                entries.append({"name": f"{row.name}/{name}", "singularName": "",
+                                "namespaced": row.namespaced, "kind": kind,
+                                "verbs": list(verbs),
+                                **({"group": sub_group, "version": sub_version}
+                                   if sub_group else {})})
         return {
             "kind": "APIResourceList",
             "apiVersion": "v1",
@@ -243,8 +261,15 @@ class Discovery:
         }
         if row.short_names:
             entry["shortNames"] = list(row.short_names)
+        subresources: list[JsonObject] = []
         if row.has_status:
-            entry["subresources"] = [
-                {"subresource": "status", "responseKind": kind, "verbs": list(_STATUS_VERBS)}
-            ]
+            subresources.append(
+                {"subresource": "status", "responseKind": kind, "verbs": list(_STATUS_VERBS)})
+        for name, (sub_group, sub_version, sub_kind), verbs in _EXTRA_SUBRESOURCES.get(
+                (group, row.name), ()):
+            subresources.append({"subresource": name, "responseKind": {
+                "group": sub_group, "version": sub_version, "kind": sub_kind},
+                "verbs": list(verbs)})
+        if subresources:
+            entry["subresources"] = subresources
         return entry

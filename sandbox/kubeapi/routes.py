@@ -26,9 +26,11 @@ decoding, defaulting, admission, validation — and stores nothing; the answer i
 object as it would be.
 
 Collections can be watched (:mod:`~sandbox.kubeapi.watch`). Subresources other than
-``status`` and pods' ``log`` (:mod:`~sandbox.kubeapi.podlogs`, plain text) — ``scale``,
-``binding``, ``eviction``, namespace ``finalize`` — are 404, a clear error rather than
-silent misbehaviour.
+``status``, pods' ``log`` (:mod:`~sandbox.kubeapi.podlogs`, plain text) and the
+``scale`` of Deployments and ReplicaSets (:mod:`~sandbox.kubeapi.scale`) — ``binding``,
+``eviction``, namespace ``finalize`` — are 404, a clear error rather than silent
+misbehaviour. Services' ``proxy`` is relayed by the server
+(:mod:`~sandbox.kubeapi.serviceproxy`): it needs sockets.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from sandbox.kubeapi.patch import PatchType, decode_patch_body, patch_type_for
 from sandbox.kubeapi.podlogs import read_pod_log
 from sandbox.kubeapi.rbac import Decision
 from sandbox.kubeapi.registry import CRD_GROUP, CRD_RESOURCE, accepted_status, check_definition
+from sandbox.kubeapi.scale import SCALED, read_scale, write_scale
 from sandbox.kubeapi.selectors import SelectorError, parse_field_selector, parse_label_selector
 from sandbox.kubeapi.store import Admission, ObjectStore, Subresource
 from sandbox.kubeapi.watch import WatchHub, WatchRequest, timeout_of
@@ -199,6 +202,14 @@ class ApiRouter:
                 and rest[4] == "log":
             self._only(request, "GET")
             return self._pod_log(request, rest[1], rest[3])
+        if len(rest) == 5 and rest[0] == "namespaces" and rest[4] == "scale" \
+                and (group, rest[2]) in SCALED and version == "v1":
+            self._only(request, "GET", "PUT", "PATCH")
+            if request.method == "GET":
+                return Response(200, read_scale(self.store, group, rest[2], rest[3], rest[1]))
+            return Response(200, write_scale(self.store, group, rest[2], rest[3], rest[1],
+                                             request.method, request.content_type,
+                                             request.body))
         target = self._target(group, version, rest)
         info = self.store.types.info(group, target.resource)
         if info is not None and not info.stored:

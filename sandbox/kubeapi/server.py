@@ -29,7 +29,7 @@ import logging
 import os
 import select
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from sandbox.common.httpserver import ApiHttpServer, ApiRequestHandler
 from sandbox.common.statefile import load_state, save_state
@@ -41,6 +41,7 @@ from sandbox.kubeapi.errors import ApiError, status_body
 from sandbox.kubeapi.faults import FaultInjector
 from sandbox.kubeapi.kubeconfig import DEFAULT_CONTEXT, DEFAULT_TOKEN, write_kubeconfig
 from sandbox.kubeapi.routes import DEFAULT_GIT_VERSION, ApiRouter, Request, Response, parse_query
+from sandbox.kubeapi.serviceproxy import PodAddress, forward, locate, proxy_path
 from sandbox.kubeapi.store import Clock, ObjectStore
 from sandbox.kubeapi.tls import ServingCertificate, self_signed
 
@@ -183,6 +184,7 @@ class KubeApiServer:
         access_log: str | os.PathLike[str] | None = None,
         tls: bool | None = None,
         certificate: ServingCertificate | None = None,
+        pod_address: PodAddress | None = None,
     ) -> None:
         if host not in LOOPBACK_HOSTS:
             raise ValueError(f"the sandbox API binds to loopback only, not {host!r}")
@@ -191,6 +193,9 @@ class KubeApiServer:
         if store is not None and clock is not None:
             self.store.clock = clock
         self.state_file = Path(state_file) if state_file is not None else None
+        # Where a pod's port listens on this machine, for services/proxy (none: every
+        # proxied request fails as an unreachable endpoint does).
+        self.pod_address = pod_address
         self.faults = FaultInjector()
         # HTTPS by default exactly when there are credentials to protect; a restarted
         # server passes the previous one's certificate so kubeconfigs stay valid.
@@ -337,9 +342,20 @@ class KubeApiServer:
             code, body, headers = fault
             return Response(code, body, headers)
         try:
+            proxied = proxy_path(request.path)
+            if proxied is not None:
+                return self._proxy(request, *proxied)
             return self.router.handle(request)
         except ApiError as exc:
             return Response(exc.code, exc.body())
         except Exception as exc:
             log.exception("sandbox API failed on %s %s", request.method, request.path)
             return Response(500, status_body(500, "InternalError", f"internal error: {exc}"))
+
+    def _proxy(self, request: Request, namespace: str, service_id: str, path: str) -> Response:
+        """``services/ID/proxy/PATH``: relayed to one endpoint (:mod:`~.serviceproxy`)."""
+        upstream = locate(self.store, namespace, service_id)
+        relayed = forward(upstream, self.pod_address, request.method, path,
+                          urlencode(request.query, doseq=True), request.body, request.headers)
+        return Response(relayed.code, relayed.body, relayed.headers,
+                        content_type=relayed.content_type)

@@ -38,15 +38,17 @@ import yaml
 from sandbox.common.startup import DEFAULT_START_TIMEOUT, PROGRESS_EVERY, raise_hint
 from sandbox.kubeapi.crdfiles import controller_crd_files
 from sandbox.storage import create_bucket
-from sandbox.topology import CLUSTER, GPU_POOL, LOCATION, PROJECT, FunctionSpec
+from sandbox.topology import CLUSTER, GPU_POOL, LOADGEN_POOL, LOCATION, PROJECT, FunctionSpec
 from shared.config import load_config
 from shared.deployment import system
 from shared.deployment.cli import repo_root, write_files
+from shared.deployment.locust import LocustSite
 from shared.deployment.manifests import overlay_files
 from shared.deployment.up import CONTROLLERS, WEBHOOKS_NOT_READY
 
 __all__ = ["KubectlError", "KubectlTimeoutError", "install_controllers", "kubectl",
-           "provision_kubernetes", "provision_pubsub", "provision_serving",
+           "provision_kubernetes", "provision_loadgen_pool", "provision_pubsub",
+           "provision_serving",
            "wait_for_controllers"]
 
 FIELD_MANAGER = "accelops-sandbox"
@@ -200,22 +202,25 @@ def wait_for_controllers(kubeconfig: Path, overlay_dir: Path | None, *,
     return waited
 
 
-def render_overlay(config_path: Path, overlay_dir: Path, project: str = PROJECT) -> Path:
-    """Write the overlay of this config (over ``manifests/base``) into ``overlay_dir``."""
+def render_overlay(config_path: Path, overlay_dir: Path, project: str = PROJECT, *,
+                   locust: LocustSite | None = None) -> Path:
+    """Write the overlay of this config (over ``manifests/base``) into ``overlay_dir``;
+    with ``locust``, the load generator's master and workers too."""
     config = load_config(str(config_path))
-    write_files(overlay_dir, overlay_files(config, project, overlay_dir, repo_root()),
-                check=False)
+    write_files(overlay_dir, overlay_files(config, project, overlay_dir, repo_root(),
+                                           locust=locust), check=False)
     return overlay_dir
 
 
 def provision_kubernetes(config_path: Path, kubeconfig: Path, overlay_dir: Path,
                          project: str = PROJECT, *, controllers_dir: Path | None = None,
                          timeout: float = CONTROLLERS_TIMEOUT,
-                         progress: Progress = _quiet) -> str:
+                         progress: Progress = _quiet,
+                         locust: LocustSite | None = None) -> str:
     """Install the controllers, wait for their webhooks, then render the overlay of this
     config into ``overlay_dir`` and apply it (with the base) by server-side apply;
     returns kubectl's report of the overlay."""
-    render_overlay(config_path, overlay_dir, project)
+    render_overlay(config_path, overlay_dir, project, locust=locust)
     progress("applying the Kueue and JobSet controllers (kubectl apply --server-side) ...")
     install_controllers(kubeconfig, controllers_dir or overlay_dir.parent / "controllers",
                         timeout=timeout, progress=progress)
@@ -274,6 +279,31 @@ def provision_pubsub(project: str, functions: Iterable[FunctionSpec],
     finally:
         subscriber.close()
         publisher.transport.close()
+
+
+def provision_loadgen_pool(gke_url: str) -> None:
+    """The CPU node pool the load generator's pods are scheduled on: its nodes run the
+    GKE metadata server (``workloadMetadataConfig`` GKE_METADATA), which the pods
+    select, as Workload Identity needs on GKE. Idempotent."""
+    from google.api_core import exceptions as gexc
+    from google.api_core.client_options import ClientOptions
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import container_v1
+
+    name, machine, nodes = LOADGEN_POOL
+    client = container_v1.ClusterManagerClient(
+        transport="rest", credentials=AnonymousCredentials(),  # type: ignore[no-untyped-call]
+        client_options=ClientOptions(api_endpoint=gke_url))
+    pool = container_v1.NodePool(
+        name=name, initial_node_count=nodes,
+        config=container_v1.NodeConfig(
+            machine_type=machine,
+            workload_metadata_config=container_v1.WorkloadMetadataConfig(
+                mode=container_v1.WorkloadMetadataConfig.Mode.GKE_METADATA)))
+    with contextlib.suppress(gexc.AlreadyExists, gexc.Conflict):
+        client.create_node_pool(
+            parent=f"projects/{PROJECT}/locations/{LOCATION}/clusters/{CLUSTER}",
+            node_pool=pool)
 
 
 def provision_serving(storage_url: str, bucket: str, gke_url: str) -> None:

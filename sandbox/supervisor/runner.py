@@ -34,6 +34,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from sandbox.cluster.locust import LOADGEN_IMAGE
 from sandbox.common.httpserver import free_port, port_open
 from sandbox.common.logtail import log_tail
 from sandbox.common.startup import Observed, StartupError, resolve_start_timeout, wait_for_parts
@@ -52,6 +53,7 @@ from sandbox.supervisor.endpoints import Component, Endpoints
 from sandbox.supervisor.provision import (
     KubectlError,
     provision_kubernetes,
+    provision_loadgen_pool,
     provision_pubsub,
     provision_serving,
 )
@@ -72,6 +74,7 @@ from sandbox.topology import (
     ServiceSpec,
 )
 from shared.config import load_config
+from shared.deployment.locust import LocustSite
 from shared.errors import AccelopsError
 from shared.metrics.schema import apply_schema
 
@@ -210,7 +213,10 @@ class Sandbox(Endpoints):
                  "--pubsub-host", f"127.0.0.1:{pubsub_port}",
                  "--unschedulable-topic", UNSCHEDULABLE_TOPIC, *self.access.server_args(),
                  *(f"--schedule={job.flag()}" for job in SCHEDULES),
-                 *([f"--storage-url=http://127.0.0.1:{storage_port}"] if storage_port else [])],
+                 *([f"--storage-url=http://127.0.0.1:{storage_port}"] if storage_port else []),
+                 # The load generator's master and workers run where their records
+                 # have somewhere to go (ingest_metrics, BigQuery): with the metrics part.
+                 *(["--loadgen", "--max-processes", "7"] if self.loadgen else [])],
                 str(logs / "cluster.log"), ports={"gke": gke_port})
         if "idtokens" in wanted:
             self.components["idtokens"] = Component(
@@ -407,14 +413,24 @@ class Sandbox(Endpoints):
         return rows
 
     # -- provisioning ----------------------------------------------------------------
+    @property
+    def loadgen(self) -> bool:
+        """Whether the load generator's pods run here (a cluster and the metrics part)."""
+        return "metrics" in self.parts and "cluster" in {
+            name for part in self.parts for name in PARTS[part]}
+
     def _provision_kubernetes(self, *, progress: bool) -> None:
         """The controllers, a wait for their webhooks, then the overlay
-        (sandbox/supervisor/provision.py); SandboxError when the webhooks never answer."""
+        (sandbox/supervisor/provision.py), with the load generator and its node pool
+        when it runs here; SandboxError when the webhooks never answer."""
         try:
+            if self.loadgen:
+                provision_loadgen_pool(self.gke_url)
             provision_kubernetes(self.config, self.kubeconfig, self.state_dir / "manifests",
                                  controllers_dir=self.state_dir / "controllers",
                                  timeout=self.start_timeout,
-                                 progress=_printer("  ") if progress else _quiet)
+                                 progress=_printer("  ") if progress else _quiet,
+                                 locust=LocustSite(LOADGEN_IMAGE) if self.loadgen else None)
         except KubectlError as exc:
             raise SandboxError(str(exc)) from exc
 

@@ -11,9 +11,10 @@ pods never call the Kubernetes API, so they get no token for it.
 
 A test is started through the master's web API (``POST /swarm`` with the users,
 spawn rate, run time, target and test id), after scaling the workers:
-``docs/guides/load-tests.md``. The Service is ClusterIP only: the web UI has no
-authentication of its own, so it is reached through ``kubectl port-forward``, which
-the Kubernetes API authorizes. Pure.
+``accelops loadtest --cluster`` (``shared.deployment.loadtest``). The Service is
+ClusterIP only: the web UI has no authentication of its own, so it is reached
+through the Kubernetes API server's service proxy (or ``kubectl port-forward``),
+which the API server authorizes. Pure.
 """
 
 from __future__ import annotations

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from sandbox.commands import _at_least_one
 from sandbox.demos.loadtest import LoadTest
+from shared.deployment.loadtest_cli import _at_least_one
 
 TEST = LoadTest(test_id="lt-1", host="http://127.0.0.1:8000", users=8, duration_s=30,
                 workers=4, plugin_options=("--until-requests", "9"))
