@@ -112,53 +112,43 @@ collect: $(STAMP)
 browser: $(STAMP) chromium
 	$(PY) -m pytest tests/browser $(PYTEST_ARGS)
 
-# tests/browser drive Debian's Chromium (Playwright's own browser downloads cannot be
-# fetched here). Installed with apt as root, or through sudo; `apt-get update` only
-# when the package lists are too old to find it.
-CHROMIUM := /usr/bin/chromium
-APT_INSTALL_CHROMIUM := env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
+# $(call apt_package,PACKAGE,BINARY,WHY): install Debian's PACKAGE with apt as root, or
+# through sudo; `apt-get update` only when the package lists are too old to find it.
+# WHY (no commas) says what needs it, in the errors.
 APT_UPDATE := env DEBIAN_FRONTEND=noninteractive apt-get update
+define apt_package
+	@if [ "$$(id -u)" = 0 ]; then as_root=; \
+	elif command -v sudo >/dev/null 2>&1; then as_root=sudo; \
+	else echo "make: $(2) is missing and installing it needs root (no sudo here): run" \
+	  "'apt-get install -y --no-install-recommends $(1)' as root" >&2; exit 1; fi; \
+	command -v apt-get >/dev/null 2>&1 || { echo "make: $(2) is missing and there" \
+	  "is no apt-get: install Debian's $(1) package ($(3))" >&2; exit 1; }; \
+	install="env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $(1)"; \
+	$$as_root $$install || { $$as_root $(APT_UPDATE) && $$as_root $$install; } \
+	  || { echo "make: could not install Debian's $(1) package (see apt's output" \
+	    "above); $(3)" >&2; exit 1; }; \
+	test -x $(2) || { echo "make: apt installed $(1) but $(2) is missing" >&2; exit 1; }
+endef
+
+# tests/browser drive Debian's Chromium (Playwright's own browser downloads cannot be
+# fetched here).
+CHROMIUM := /usr/bin/chromium
 
 chromium: $(CHROMIUM)
 
 $(CHROMIUM):
-	@if [ "$$(id -u)" = 0 ]; then as_root=; \
-	elif command -v sudo >/dev/null 2>&1; then as_root=sudo; \
-	else echo "make: $(CHROMIUM) is missing and installing it needs root (no sudo here): run" \
-	  "'apt-get install -y --no-install-recommends chromium' as root" >&2; exit 1; fi; \
-	command -v apt-get >/dev/null 2>&1 || { echo "make: $(CHROMIUM) is missing and there" \
-	  "is no apt-get: install Debian's chromium package, which the browser tests drive" >&2; \
-	  exit 1; }; \
-	$$as_root $(APT_INSTALL_CHROMIUM) \
-	  || { $$as_root $(APT_UPDATE) && $$as_root $(APT_INSTALL_CHROMIUM); } \
-	  || { echo "make: could not install Debian's chromium package (see apt's output" \
-	    "above); the browser tests need $(CHROMIUM)" >&2; exit 1; }; \
-	test -x $(CHROMIUM) || { echo "make: apt installed chromium but $(CHROMIUM) is" \
-	  "missing" >&2; exit 1; }
+	$(call apt_package,chromium,$(CHROMIUM),the browser tests drive it)
 
 # The sandbox's serving part runs a real Prometheus (sandbox/monitoring), Debian's
-# package, installed the same way. Its package starts no service of its own here (no
-# init system runs it, and policy-rc.d refuses in containers); the sandbox starts its
-# own process on a loopback port with its data in the state directory.
+# package. Its package starts no service of its own here (no init system runs it, and
+# policy-rc.d refuses in containers); the sandbox starts its own process on a loopback
+# port with its data in the state directory.
 PROMETHEUS := /usr/bin/prometheus
-APT_INSTALL_PROMETHEUS := env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus
 
 prometheus: $(PROMETHEUS)
 
 $(PROMETHEUS):
-	@if [ "$$(id -u)" = 0 ]; then as_root=; \
-	elif command -v sudo >/dev/null 2>&1; then as_root=sudo; \
-	else echo "make: $(PROMETHEUS) is missing and installing it needs root (no sudo here): run" \
-	  "'apt-get install -y --no-install-recommends prometheus' as root" >&2; exit 1; fi; \
-	command -v apt-get >/dev/null 2>&1 || { echo "make: $(PROMETHEUS) is missing and there" \
-	  "is no apt-get: install Debian's prometheus package, which the sandbox runs" >&2; \
-	  exit 1; }; \
-	$$as_root $(APT_INSTALL_PROMETHEUS) \
-	  || { $$as_root $(APT_UPDATE) && $$as_root $(APT_INSTALL_PROMETHEUS); } \
-	  || { echo "make: could not install Debian's prometheus package (see apt's output" \
-	    "above); the sandbox's serving part needs $(PROMETHEUS)" >&2; exit 1; }; \
-	test -x $(PROMETHEUS) || { echo "make: apt installed prometheus but $(PROMETHEUS) is" \
-	  "missing" >&2; exit 1; }
+	$(call apt_package,prometheus,$(PROMETHEUS),the sandbox's serving part runs it)
 
 # The e2e suite with the sandbox on Google's Pub/Sub emulator instead of the stand-in
 # (tests that rely on one of the emulator's departures from Pub/Sub are skipped).
