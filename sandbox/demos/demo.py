@@ -268,8 +268,10 @@ def follow_lifecycle(expected: int, *, timeout: float = LIFECYCLE_SECONDS,
     while True:
         jobsets, pods, pools = snapshot()
         admitted = sum(1 for j in jobsets if not j["spec"].get("suspend", False))
+        # JobSets with a pod running (the load generator's pods run too, outside any).
         running = len({p["metadata"]["labels"].get("jobset.sigs.k8s.io/jobset-name")
-                       for p in pods if (p.get("status") or {}).get("phase") == "Running"})
+                       for p in pods if (p.get("status") or {}).get("phase") == "Running"}
+                      - {None})
         done = sum(1 for j in jobsets if finished_at(j) is not None)
         ready = sum(1 for p in pools if p.status == "RUNNING")
         line = (f"   JobSets: {admitted}/{len(jobsets)} admitted, {running} running, {done} done"
