@@ -118,3 +118,14 @@ def test_a_decision_says_what_share_of_the_requests_the_new_release_served():
     assert record.served_share == pytest.approx(66 / 321)
     assert record.figures().endswith("it answered 21% of them")
     assert GateRecord(at=0, step=0, weight=5, action="hold", reason="-").served_share is None
+
+
+def test_request_p99_of_fewer_than_100_requests_decides_nothing_but_compute_p99_does():
+    # Five requests met by a busy machine: their "p99" is the slowest of five.
+    noisy = ReleaseFigures(requests=5, failures=0, error_rate=0.0, p99_ms=150.0,
+                           compute_p99_ms=35.0)
+    serving = SERVING.model_copy(update={"p99_ms": 82.0, "compute_p99_ms": 53.0})
+    small = POLICY.model_copy(update={"min_requests": 5, "max_p99_ms": 100.0})
+    assert judge(0, 60, noisy, current=serving, policy=small).action == "advance"
+    slow = noisy.model_copy(update={"compute_p99_ms": 97.0})
+    assert judge(0, 5, slow, current=serving, policy=small).action == "roll back"
