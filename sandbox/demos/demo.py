@@ -30,7 +30,6 @@ from sandbox.demos.loadtest import (
     describe,
     finish,
     new_test_id,
-    write_html,
 )
 from sandbox.demos.offhours import run_schedule_scenario
 from sandbox.demos.serving import run_serving_scenario
@@ -43,6 +42,7 @@ from shared.errors import AccelopsError
 from shared.jobspec.labels import ANNOTATION_REQUEST_ID, LABEL_POOL_MANAGED_BY
 from shared.kube import JOBSETS, PODS, get_client
 from shared.metrics.commands.summary import format_summary
+from shared.metrics.loadtest.report import write_html
 from shared.metrics.loadtest.views import BigQueryMetrics
 from shared.metrics.names import names_from_env
 from shared.slices.observe import finished_at

@@ -32,11 +32,11 @@ from sandbox.common.ports import free_port
 from sandbox.supervisor.runner import session, state_dir_from
 from shared import kube
 from shared.config import load_config
-from shared.metrics.commands.summary import format_summary
+from shared.deployment.loadtest_cli import given_slos
+from shared.metrics.commands.summary import print_outcome
 from shared.metrics.loadtest.completion import LoadTestError, new_test_id, wait_for_rows
 from shared.metrics.loadtest.locust_stats import LocustAggregate, aggregate_notes, locust_aggregate
 from shared.metrics.loadtest.model import MetricsSource, TestSummary
-from shared.metrics.loadtest.report import report_dir_name, write_report
 from shared.metrics.loadtest.views import BigQueryMetrics
 from shared.serving.operator import load_target
 
@@ -247,12 +247,6 @@ class LocustProcess:
                          published)
 
 
-def write_html(source: MetricsSource, test_id: str, out_root: Path,
-               compare: str | None = None, notes: tuple[str, ...] = ()) -> Path:
-    return write_report(source, test_id, out_root / report_dir_name(test_id, compare),
-                        compare=compare, notes=notes)
-
-
 def describe(test: LoadTest) -> str:
     spread = (f" from {test.workers} workers" if test.workers else "")
     return (f"load test {test.test_id}: {test.users} users{spread} for {test.duration_s}s "
@@ -318,12 +312,8 @@ def deployment_target(deployment: str, sandbox: Any) -> Any:
 def slo_options(args: argparse.Namespace) -> tuple[str, ...]:
     """The load generator's ``--slo-*-ms`` options for those given to ``accelops
     loadtest`` (the load generator checks them)."""
-    given = []
-    for name in ("slo_ttft_ms", "slo_tpot_ms", "slo_latency_ms"):
-        value = getattr(args, name, None)
-        if value is not None:
-            given += ["--" + name.replace("_", "-"), repr(float(value))]
-    return tuple(given)
+    return tuple(part for name, value in given_slos(args)
+                 for part in ("--" + name.replace("_", "-"), repr(value)))
 
 
 def main(args: argparse.Namespace) -> int:
@@ -346,11 +336,6 @@ def main(args: argparse.Namespace) -> int:
                         slo_options=slo_options(args))
         source = BigQueryMetrics.from_env()
         done = run_test(test, sandbox.env(), source)
-        print(format_summary(done.summary))
-        for note in done.notes:
-            print(f"  note: {note}")
-        if not args.no_report:
-            path = write_html(source, test_id, Path(args.report_dir), notes=done.notes)
-            print(f"  report      {path}")
-    print(f"compare with another run:  accelops report {test_id} --compare OTHER_TEST_ID")
+        print_outcome(source, done.summary, done.notes,
+                      None if args.no_report else Path(args.report_dir))
     return 0

@@ -33,12 +33,12 @@ from sandbox.demos.loadtest import (
     describe,
     finish,
     new_test_id,
-    write_html,
 )
 from sandbox.inference.toy_lm_model import model_files
 from sandbox.supervisor.runner import Sandbox
 from shared import kube, storage
 from shared.errors import AccelopsError
+from shared.metrics.loadtest.report import write_html
 from shared.metrics.loadtest.views import BigQueryMetrics
 from shared.serving.ledger import load_ledger
 from shared.serving.upload import build_manifest, upload_version

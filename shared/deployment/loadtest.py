@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from shared.config import Settings, load_config_from
+from shared.deployment.loadtest_cli import given_slos
 from shared.deployment.locust import LOCUST_WORKER
 from shared.deployment.swarm import (
     MASTER_WEB,
@@ -46,7 +47,7 @@ from shared.deployment.swarm import (
 )
 from shared.errors import AccelopsError, NotFoundError, UnavailableError
 from shared.kube import DEPLOYMENTS, KubeClient, get_client
-from shared.metrics.commands.summary import format_summary
+from shared.metrics.commands.summary import print_outcome
 from shared.metrics.loadtest.completion import (
     ROWS_TIMEOUT,
     LoadTestError,
@@ -55,7 +56,6 @@ from shared.metrics.loadtest.completion import (
 )
 from shared.metrics.loadtest.locust_stats import aggregate_notes
 from shared.metrics.loadtest.model import MetricsSource, TestSummary
-from shared.metrics.loadtest.report import report_dir_name, write_report
 from shared.metrics.loadtest.views import BigQueryMetrics
 from shared.serving.operator import load_target
 from shared.serving.saxml_rollout import PROXY_ENV
@@ -218,21 +218,13 @@ def main(args: argparse.Namespace) -> int:
                             "Gateway), or --host URL and --model")
     workers = args.workers or int(kube.scale(DEPLOYMENTS, LOCUST_WORKER, namespace)
                                   ["spec"].get("replicas") or 1)
-    slos = tuple((name, float(value)) for name in ("slo_ttft_ms", "slo_tpot_ms",
-                                                   "slo_latency_ms")
-                 if (value := getattr(args, name, None)) is not None)
     test = SwarmTest(test_id=args.test_id or new_test_id(), host=host, model=model,
                      server=server, users=args.users, duration_s=args.duration,
                      accelerator=args.accelerator, max_tokens=args.max_tokens,
                      bad_request_ratio=args.bad_request_ratio, stream=args.stream,
-                     slos=slos)
+                     slos=given_slos(args))
     source = BigQueryMetrics.from_env()
     done = run_on_cluster(kube, namespace, test, workers, source)
-    print(format_summary(done.summary))
-    for note in done.notes:
-        print(f"  note: {note}")
-    if not args.no_report:
-        out = Path(args.report_dir) / report_dir_name(test.test_id, None)
-        print(f"  report      {write_report(source, test.test_id, out, notes=done.notes)}")
-    print(f"compare with another run:  accelops report {test.test_id} --compare OTHER_TEST_ID")
+    print_outcome(source, done.summary, done.notes,
+                  None if args.no_report else Path(args.report_dir))
     return 0

@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["CLUSTER_RUN", "add_commands"]
+__all__ = ["CLUSTER_RUN", "add_commands", "given_slos"]
 
 # The cluster's implementation, imported when the command runs.
 CLUSTER_RUN = "shared.deployment.loadtest:main"
@@ -28,6 +28,15 @@ class _Cluster(argparse.Action):
                  values: str | Sequence[Any] | None, option_string: str | None = None) -> None:
         setattr(namespace, self.dest, True)
         namespace.func = CLUSTER_RUN
+
+
+SLO_MEASURES = ("ttft", "tpot", "latency")
+
+
+def given_slos(args: argparse.Namespace) -> tuple[tuple[str, float], ...]:
+    """The ``--slo-*-ms`` given, as (load generator option name, ms): ``slo_ttft_ms``..."""
+    return tuple((f"slo_{measure}_ms", float(value)) for measure in SLO_MEASURES
+                 if (value := getattr(args, f"slo_{measure}_ms", None)) is not None)
 
 
 def _at_least_one(text: str) -> int:
@@ -76,8 +85,8 @@ def add_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> No
                                "time to first token; model default toy-lm-stream")
     loadtest.add_argument("--bad-request-ratio", type=float, default=0.0,
                           help="fraction of requests sent to a missing model (default: 0)")
-    for measure, needs in (("ttft", " (with --stream)"), ("tpot", " (with --stream)"),
-                           ("latency", "")):
+    for measure in SLO_MEASURES:
+        needs = "" if measure == "latency" else " (with --stream)"
         loadtest.add_argument(f"--slo-{measure}-ms", type=float, metavar="MS",
                               help=f"SLO on {measure.upper() if needs else measure}{needs}: "
                                    "goodput counts the requests meeting every SLO given")

@@ -36,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from shared.config import CanaryPolicy
 
 __all__ = ["P99_MIN_REQUESTS", "Action", "CanaryState", "Gate", "GateRecord", "ReleaseFigures",
-           "judge_step", "weights"]
+           "judge_step"]
 
 Action = Literal["hold", "advance", "promote", "roll back"]
 MAX_RECORDS = 20
@@ -123,11 +123,6 @@ class CanaryState(BaseModel):
 class Gate:
     action: Action
     reason: str
-
-
-def weights(new_percent: int) -> tuple[int, int]:
-    """(serving release, new release) weights of the route for a step."""
-    return 100 - new_percent, new_percent
 
 
 def _breach(policy: CanaryPolicy, new: ReleaseFigures,

@@ -37,7 +37,7 @@ from shared.kube import (
     KubeClient,
 )
 from shared.log import get_logger
-from shared.serving.canary import CanaryState, GateRecord, ReleaseFigures, judge_step, weights
+from shared.serving.canary import CanaryState, GateRecord, ReleaseFigures, judge_step
 from shared.serving.gateway import Backend, render_health_check, render_route, route_weights
 from shared.serving.ledger import Ledger, Rollout
 from shared.serving.manifest import CanaryOverride
@@ -162,8 +162,8 @@ def _serves(kube: KubeClient, config: ServingConfig, ledger: Ledger, current: Ro
 
 
 def _shares(current: str, new: str, percent: int) -> list[tuple[str, int]]:
-    old_weight, new_weight = weights(percent)
-    return [(current, old_weight), (new, new_weight)]
+    """The route's (release, weight) at a step: the new release has its percent."""
+    return [(current, 100 - percent), (new, percent)]
 
 
 def _switch(kube: KubeClient, ledger: Ledger, rollout: Rollout, config: ServingConfig,
@@ -200,10 +200,6 @@ def _fail(kube: KubeClient, ledger: Ledger, rollout: Rollout, config: ServingCon
     return True
 
 
-def _figures(metrics: ReleaseMetrics, release: str, window: float) -> ReleaseFigures:
-    return metrics(release, window)
-
-
 def _gate(kube: KubeClient, ledger: Ledger, rollout: Rollout, config: ServingConfig,
           metrics: ReleaseMetrics | None, now: float) -> bool:
     canary = rollout.canary
@@ -212,8 +208,8 @@ def _gate(kube: KubeClient, ledger: Ledger, rollout: Rollout, config: ServingCon
     age = now - canary.step_started
     window = max(age, MIN_WINDOW_SECONDS)
     try:
-        new = _figures(metrics, rollout.id, window)
-        against = _figures(metrics, canary.against, window)
+        new = metrics(rollout.id, window)
+        against = metrics(canary.against, window)
     except TransientError as exc:
         return _note(ledger, rollout, f"at {canary.weight}%: the servers' metrics could not "
                                       f"be read ({exc.message}); next tick")

@@ -23,11 +23,11 @@ from sandbox.demos.loadtest import (
     run,
     run_test,
     wait_for_rows,
-    write_html,
 )
 from sandbox.supervisor.runner import Sandbox
 from sandbox.topology import PROJECT
 from shared import bigquery
+from shared.metrics.loadtest.report import write_html
 from shared.metrics.loadtest.views import BigQueryMetrics
 from tests.e2e.conftest import wait_for
 from tests.e2e.locust_options import UNTIL, until

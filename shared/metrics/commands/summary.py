@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from shared.metrics.loadtest.model import TestSummary
+from collections.abc import Sequence
+from pathlib import Path
 
-__all__ = ["format_summary"]
+from shared.metrics.loadtest.model import MetricsSource, TestSummary
+from shared.metrics.loadtest.report import write_html
+
+__all__ = ["format_summary", "print_outcome"]
 
 
 def _ms(value: float | None) -> str:
@@ -39,3 +43,17 @@ def format_summary(s: TestSummary) -> str:
     if s.mixed_models:
         lines.append(f"  warning     requests named several models: {s.models_seen}")
     return "\n".join(lines)
+
+
+def print_outcome(source: MetricsSource, summary: TestSummary, notes: Sequence[str],
+                  report_dir: Path | None) -> None:
+    """What ``accelops loadtest`` prints once every request is in BigQuery, wherever the
+    test ran: the summary, where Locust's aggregate differs, the report (unless
+    ``report_dir`` is None) and how to compare."""
+    print(format_summary(summary))
+    for note in notes:
+        print(f"  note: {note}")
+    if report_dir is not None:
+        print(f"  report      {write_html(source, summary.test_id, report_dir, notes=notes)}")
+    print(f"compare with another run:  accelops report {summary.test_id} --compare "
+          "OTHER_TEST_ID")

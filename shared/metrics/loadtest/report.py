@@ -46,6 +46,7 @@ __all__ = [
     "render_index_html",
     "report_dir_name",
     "save_report",
+    "write_html",
     "write_report",
 ]
 
@@ -144,6 +145,14 @@ def render_error_html(status: int, title: str, reason: str,
     """An HTTP error's page in the reports' style (see :func:`shared.metrics._html.error_page`):
     ``reason`` is shown as text, with a link back to ``index_href``."""
     return error_page(status, title, reason, index_href)
+
+
+def write_html(source: MetricsSource, test_id: str, out_root: Path,
+               compare: str | None = None, notes: Sequence[str] = ()) -> Path:
+    """:func:`write_report` into ``out_root``'s directory for the test (and its
+    baseline), named by :func:`report_dir_name`."""
+    return write_report(source, test_id, out_root / report_dir_name(test_id, compare),
+                        compare=compare, notes=notes)
 
 
 def write_report(source: MetricsSource, test_id: str, out_dir: Path,
